@@ -1,0 +1,23 @@
+# Warning flags shared by every tandem target; TANDEM_WERROR turns them into errors (CI does).
+function(tandem_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+                         -Wno-missing-field-initializers)
+  if(TANDEM_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(TANDEM_NATIVE)
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
+endfunction()
+
+# tandem_add_layer(NAME SOURCES... DEPS ...): one static library per layer, as in DESIGN.md.
+function(tandem_add_layer name)
+  cmake_parse_arguments(L "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(tandem_${name} STATIC ${L_SOURCES})
+  add_library(tandem::${name} ALIAS tandem_${name})
+  target_include_directories(tandem_${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(tandem_${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
+  tandem_set_warnings(tandem_${name})
+endfunction()

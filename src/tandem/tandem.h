@@ -1,0 +1,9 @@
+// The whole public API in one include: tensors, autograd, nn, optim, io.
+#pragma once
+
+#include "tandem/autograd/functions.h"
+#include "tandem/autograd/grad_mode.h"
+#include "tandem/base/rng.h"
+#include "tandem/device/device.h"
+#include "tandem/tensor/factories.h"
+#include "tandem/tensor/tensor.h"
