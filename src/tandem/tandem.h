@@ -7,3 +7,4 @@
 #include "tandem/device/device.h"
 #include "tandem/tensor/factories.h"
 #include "tandem/tensor/tensor.h"
+#include "tandem/nn/module.h"
