@@ -65,12 +65,20 @@ void linear_backward_weights(const Tensor& grad_out, const Tensor& x, Tensor* gr
 // ---------------------------------------------------------------------------------------------
 // Convolution (conv2d.cpp). x (N, C, H, W), w (K, C/groups, R, S), b (K) or undefined,
 // y (N, K, P, Q) with P = (H + 2*pad - dil*(R-1) - 1) / stride + 1.
+}  // namespace tandem::ops
+namespace tandem {
+// The parameter structs live in namespace tandem (and are re-exported into ops) so that
+// argument-dependent lookup does not make an unqualified conv2d(x, w, b, params) or
+// avg_pool2d(x, params) ambiguous between the differentiable function and this kernel.
 struct Conv2dParams {
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 2> padding{0, 0};
   std::array<std::int64_t, 2> dilation{1, 1};
   std::int64_t groups = 1;
 };
+}  // namespace tandem
+namespace tandem::ops {
+using tandem::Conv2dParams;
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p);
 Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shape& x_shape,
@@ -81,13 +89,18 @@ void conv2d_backward_weights(const Tensor& grad_out, const Tensor& x, const Shap
 
 // ---------------------------------------------------------------------------------------------
 // Pooling (pool2d.cpp). x (N, C, H, W) -> y (N, C, P, Q).
-struct Pool2dParams {
+}  // namespace tandem::ops
+namespace tandem {
+struct Pool2dParams {  // in namespace tandem for the same reason as Conv2dParams
   std::array<std::int64_t, 2> kernel{2, 2};
   std::array<std::int64_t, 2> stride{2, 2};
   std::array<std::int64_t, 2> padding{0, 0};
   bool ceil_mode = false;
   bool count_include_pad = true;  // avg pooling only
 };
+}  // namespace tandem
+namespace tandem::ops {
+using tandem::Pool2dParams;
 Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op);
 // Max pooling also returns, per output, the flat index (h * W + w) of the chosen input (int64).
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, Tensor* indices);

@@ -1,0 +1,302 @@
+// 2-D pooling on the CPU with PyTorch's semantics: max (with flat h*W+w indices), average
+// (count_include_pad or not, ceil_mode) and adaptive average, forward and backward. Plain loops
+// for float32 and float64 alike: they give max pooling its indices and match PyTorch's ceil_mode
+// divisors exactly, which oneDNN's pooling primitives do not.
+// x (N, C, H, W) -> y (N, C, P, Q); kernel (R, S).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <ostream>
+#include <string>
+
+#include "tandem/ops/cpu/common.h"
+#include "tandem/ops/ops.h"
+
+namespace tandem::ops {
+namespace {
+
+// Prints a (height, width) pair as "(3, 3)" in error messages.
+struct PairPrinter {
+  const std::array<std::int64_t, 2>& pair;
+};
+std::ostream& operator<<(std::ostream& out, PairPrinter p) {
+  return out << "(" << p.pair[0] << ", " << p.pair[1] << ")";
+}
+PairPrinter show_pair(const std::array<std::int64_t, 2>& pair) { return {pair}; }
+
+// Floor division for a possibly negative numerator (positive d).
+std::int64_t floor_div(std::int64_t n, std::int64_t d) {
+  return n >= 0 ? n / d : -((-n + d - 1) / d);
+}
+
+// Output length along one dimension, as PyTorch computes it: with ceil_mode the last window
+// must still start inside the input or its left padding.
+std::int64_t pooled_length(std::int64_t in, std::int64_t kernel, std::int64_t stride,
+                           std::int64_t pad, bool ceil_mode) {
+  std::int64_t out = floor_div(in + 2 * pad - kernel + (ceil_mode ? stride - 1 : 0), stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+void check_input(const char* op, const Tensor& x) {
+  cpu::check_operands(op, {&x});
+  TANDEM_CHECK(x.dim() == 4, op, ": expected input (N, C, H, W), got ", show(x.shape()));
+}
+
+void check_grad_out(const char* op, const Tensor& grad_out, const Shape& expected) {
+  TANDEM_CHECK(grad_out.shape() == expected, op, ": grad_out ", show(grad_out.shape()),
+               " does not match the pooled output ", show(expected));
+}
+
+// Window [start, end) of output position i along one dimension, clipped to the input [0, in).
+struct Window {
+  std::int64_t start, end;
+};
+Window clipped_window(std::int64_t i, std::int64_t kernel, std::int64_t stride, std::int64_t pad,
+                      std::int64_t in) {
+  const std::int64_t start = i * stride - pad;
+  return {std::max<std::int64_t>(start, 0), std::min(start + kernel, in)};
+}
+
+// Number of elements avg pooling divides by for output position (oh, ow).
+std::int64_t avg_divisor(std::int64_t oh, std::int64_t ow, std::int64_t h, std::int64_t w,
+                         const Pool2dParams& p) {
+  if (!p.count_include_pad) {
+    const Window wh = clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h);
+    const Window ww = clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w);
+    return (wh.end - wh.start) * (ww.end - ww.start);
+  }
+  // The window clipped to the padded input (ceil_mode windows may run past it).
+  const std::int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+  const std::int64_t h1 = std::min(h0 + p.kernel[0], h + p.padding[0]);
+  const std::int64_t w1 = std::min(w0 + p.kernel[1], w + p.padding[1]);
+  return (h1 - h0) * (w1 - w0);
+}
+
+// Adaptive window of output cell i of `out` over an input of length `in`:
+// [floor(i * in / out), ceil((i + 1) * in / out)).
+Window adaptive_window(std::int64_t i, std::int64_t out, std::int64_t in) {
+  return {(i * in) / out, ((i + 1) * in + out - 1) / out};
+}
+
+}  // namespace
+
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op) {
+  TANDEM_CHECK(x.size() == 4, op, ": expected input (N, C, H, W), got ", show(x));
+  TANDEM_CHECK(p.kernel[0] >= 1 && p.kernel[1] >= 1, op, ": kernel ", show_pair(p.kernel),
+               " must be positive");
+  TANDEM_CHECK(p.stride[0] >= 1 && p.stride[1] >= 1, op, ": stride ", show_pair(p.stride),
+               " must be positive");
+  TANDEM_CHECK(p.padding[0] >= 0 && p.padding[1] >= 0, op, ": padding ", show_pair(p.padding),
+               " must not be negative");
+  TANDEM_CHECK(p.padding[0] <= p.kernel[0] / 2 && p.padding[1] <= p.kernel[1] / 2, op,
+               ": padding ", show_pair(p.padding), " must be at most half the kernel ",
+               show_pair(p.kernel));
+  const Shape y{x[0], x[1], pooled_length(x[2], p.kernel[0], p.stride[0], p.padding[0], p.ceil_mode),
+                pooled_length(x[3], p.kernel[1], p.stride[1], p.padding[1], p.ceil_mode)};
+  TANDEM_CHECK(y[2] >= 1 && y[3] >= 1, op, ": input ", show(x), " is too small for kernel ",
+               show_pair(p.kernel), " with padding ", show_pair(p.padding), " (output would be ",
+               show(y), ")");
+  return y;
+}
+
+Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p, Tensor* indices) {
+  check_input("max_pool2d", x_in);
+  const Shape y_shape = pool2d_output_shape(x_in.shape(), p, "max_pool2d");
+  Tensor x = cpu::contig(x_in);
+  Tensor y = cpu::new_like(y_shape, x);
+  Tensor idx = indices ? empty(y_shape, {.dtype = DType::Int64}) : Tensor();
+  const std::int64_t planes = y_shape[0] * y_shape[1], h = x.size(2), w = x.size(3);
+  const std::int64_t ph = y_shape[2], pw = y_shape[3];
+  visit_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    std::int64_t* pi = indices ? idx.data<std::int64_t>() : nullptr;
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* xp = px + plane * h * w;
+      for (std::int64_t oh = 0; oh < ph; ++oh) {
+        const Window wh = clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h);
+        for (std::int64_t ow = 0; ow < pw; ++ow) {
+          const Window ww = clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w);
+          // The first maximum wins; a NaN propagates, as in PyTorch.
+          T best = -std::numeric_limits<T>::infinity();
+          std::int64_t best_at = wh.start * w + ww.start;
+          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
+            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) {
+              const T v = xp[ih * w + iw];
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_at = ih * w + iw;
+              }
+            }
+          }
+          const std::int64_t o = (plane * ph + oh) * pw + ow;
+          py[o] = best;
+          if (pi) pi[o] = best_at;
+        }
+      }
+    }
+  });
+  if (indices) *indices = idx;
+  return y;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& indices_in,
+                           const Shape& x_shape) {
+  const char* op = "max_pool2d_backward";
+  cpu::check_operands(op, {&grad_out_in});
+  TANDEM_CHECK(x_shape.size() == 4 && grad_out_in.dim() == 4 &&
+                   grad_out_in.size(0) == x_shape[0] && grad_out_in.size(1) == x_shape[1],
+               op, ": grad_out ", show(grad_out_in.shape()), " does not match input ",
+               show(x_shape));
+  TANDEM_CHECK(indices_in.defined() && indices_in.dtype() == DType::Int64 &&
+                   indices_in.shape() == grad_out_in.shape(),
+               op, ": indices must be int64 of grad_out's shape ", show(grad_out_in.shape()));
+  Tensor g = cpu::contig(grad_out_in), indices = cpu::contig(indices_in);
+  Tensor gx = cpu::new_like(x_shape, g);
+  fill_(gx, 0.0);
+  const std::int64_t planes = x_shape[0] * x_shape[1], hw = x_shape[2] * x_shape[3];
+  const std::int64_t per_plane = g.size(2) * g.size(3);
+  visit_floating(g.dtype(), op, [&]<typename T>() {
+    const T* pg = g.data<T>();
+    const std::int64_t* pi = indices.data<std::int64_t>();
+    T* pgx = gx.data<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      for (std::int64_t j = 0; j < per_plane; ++j) {
+        const std::int64_t at = pi[plane * per_plane + j];
+        if (at < 0 || at >= hw) {
+          TANDEM_FAIL(op, ": index ", at, " outside the input plane ", show(x_shape));
+        }
+        pgx[plane * hw + at] += pg[plane * per_plane + j];
+      }
+    }
+  });
+  return gx;
+}
+
+Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+  check_input("avg_pool2d", x_in);
+  const Shape y_shape = pool2d_output_shape(x_in.shape(), p, "avg_pool2d");
+  Tensor x = cpu::contig(x_in);
+  Tensor y = cpu::new_like(y_shape, x);
+  const std::int64_t planes = y_shape[0] * y_shape[1], h = x.size(2), w = x.size(3);
+  const std::int64_t ph = y_shape[2], pw = y_shape[3];
+  visit_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* xp = px + plane * h * w;
+      for (std::int64_t oh = 0; oh < ph; ++oh) {
+        const Window wh = clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h);
+        for (std::int64_t ow = 0; ow < pw; ++ow) {
+          const Window ww = clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w);
+          T acc = 0;
+          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
+            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * w + iw];
+          }
+          py[(plane * ph + oh) * pw + ow] = acc / static_cast<T>(avg_divisor(oh, ow, h, w, p));
+        }
+      }
+    }
+  });
+  return y;
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape,
+                           const Pool2dParams& p) {
+  const char* op = "avg_pool2d_backward";
+  cpu::check_operands(op, {&grad_out_in});
+  check_grad_out(op, grad_out_in, pool2d_output_shape(x_shape, p, op));
+  Tensor g = cpu::contig(grad_out_in);
+  Tensor gx = cpu::new_like(x_shape, g);
+  fill_(gx, 0.0);
+  const std::int64_t planes = x_shape[0] * x_shape[1], h = x_shape[2], w = x_shape[3];
+  const std::int64_t ph = g.size(2), pw = g.size(3);
+  visit_floating(g.dtype(), op, [&]<typename T>() {
+    const T* pg = g.data<T>();
+    T* pgx = gx.data<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      T* gxp = pgx + plane * h * w;
+      for (std::int64_t oh = 0; oh < ph; ++oh) {
+        const Window wh = clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h);
+        for (std::int64_t ow = 0; ow < pw; ++ow) {
+          const Window ww = clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w);
+          const T share =
+              pg[(plane * ph + oh) * pw + ow] / static_cast<T>(avg_divisor(oh, ow, h, w, p));
+          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
+            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) gxp[ih * w + iw] += share;
+          }
+        }
+      }
+    }
+  });
+  return gx;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x_in, std::array<std::int64_t, 2> output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  check_input(op, x_in);
+  TANDEM_CHECK(output_size[0] >= 1 && output_size[1] >= 1, op, ": output size ",
+               show_pair(output_size), " must be positive");
+  TANDEM_CHECK(x_in.size(2) >= 1 && x_in.size(3) >= 1, op, ": input ", show(x_in.shape()),
+               " has an empty plane");
+  Tensor x = cpu::contig(x_in);
+  const std::int64_t ph = output_size[0], pw = output_size[1], h = x.size(2), w = x.size(3);
+  Tensor y = cpu::new_like({x.size(0), x.size(1), ph, pw}, x);
+  const std::int64_t planes = x.size(0) * x.size(1);
+  visit_floating(x.dtype(), op, [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const T* xp = px + plane * h * w;
+      for (std::int64_t oh = 0; oh < ph; ++oh) {
+        const Window wh = adaptive_window(oh, ph, h);
+        for (std::int64_t ow = 0; ow < pw; ++ow) {
+          const Window ww = adaptive_window(ow, pw, w);
+          T acc = 0;
+          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
+            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * w + iw];
+          }
+          const auto count = static_cast<T>((wh.end - wh.start) * (ww.end - ww.start));
+          py[(plane * ph + oh) * pw + ow] = acc / count;
+        }
+      }
+    }
+  });
+  return y;
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape) {
+  const char* op = "adaptive_avg_pool2d_backward";
+  cpu::check_operands(op, {&grad_out_in});
+  TANDEM_CHECK(x_shape.size() == 4 && grad_out_in.dim() == 4 &&
+                   grad_out_in.size(0) == x_shape[0] && grad_out_in.size(1) == x_shape[1],
+               op, ": grad_out ", show(grad_out_in.shape()), " does not match input ",
+               show(x_shape));
+  Tensor g = cpu::contig(grad_out_in);
+  Tensor gx = cpu::new_like(x_shape, g);
+  fill_(gx, 0.0);
+  const std::int64_t planes = x_shape[0] * x_shape[1], h = x_shape[2], w = x_shape[3];
+  const std::int64_t ph = g.size(2), pw = g.size(3);
+  visit_floating(g.dtype(), op, [&]<typename T>() {
+    const T* pg = g.data<T>();
+    T* pgx = gx.data<T>();
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      T* gxp = pgx + plane * h * w;
+      for (std::int64_t oh = 0; oh < ph; ++oh) {
+        const Window wh = adaptive_window(oh, ph, h);
+        for (std::int64_t ow = 0; ow < pw; ++ow) {
+          const Window ww = adaptive_window(ow, pw, w);
+          const auto count = static_cast<T>((wh.end - wh.start) * (ww.end - ww.start));
+          const T share = pg[(plane * ph + oh) * pw + ow] / count;
+          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
+            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) gxp[ih * w + iw] += share;
+          }
+        }
+      }
+    }
+  });
+  return gx;
+}
+
+}  // namespace tandem::ops
