@@ -8,3 +8,6 @@
 #include "tandem/tensor/factories.h"
 #include "tandem/tensor/tensor.h"
 #include "tandem/nn/module.h"
+#include "tandem/nn/nn.h"
+#include "tandem/optim/optim.h"
+#include "tandem/io/safetensors.h"

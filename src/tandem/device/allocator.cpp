@@ -1,36 +1,16 @@
-// The backend table and the CPU backend (64-byte aligned host memory, memcpy).
+// The backend table: which backend serves each device type (the CPU one is built in).
 #include "tandem/device/allocator.h"
 
 #include <array>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 
 #include "tandem/base/check.h"
+#include "tandem/device/cpu_allocator.h"
 
 namespace tandem {
 namespace {
 
-class CpuBackend final : public DeviceBackend {
- public:
-  void* allocate(std::size_t nbytes, int /*index*/) override {
-    if (nbytes == 0) return nullptr;
-    const std::size_t rounded = (nbytes + 63) / 64 * 64;
-    void* ptr = std::aligned_alloc(64, rounded);
-    TANDEM_CHECK(ptr != nullptr, "cpu: out of memory allocating ", nbytes, " bytes");
-    return ptr;
-  }
-  void deallocate(void* ptr, std::size_t /*nbytes*/, int /*index*/) override { std::free(ptr); }
-  void copy(void* dst, Device, const void* src, Device, std::size_t nbytes) override {
-    if (nbytes) std::memcpy(dst, src, nbytes);
-  }
-  void synchronize(int) override {}
-  int device_count() const override { return 1 << 16; }  // cpu:N are replicas, not hardware
-};
-
 std::array<DeviceBackend*, 2>& table() {
-  static CpuBackend cpu;
-  static std::array<DeviceBackend*, 2> backends{&cpu, nullptr};
+  static std::array<DeviceBackend*, 2> backends{&cpu_backend(), nullptr};
   return backends;
 }
 

@@ -1,0 +1,92 @@
+// The caching CPU allocator.
+#include "tandem/device/cpu_allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "tandem/base/check.h"
+
+namespace tandem {
+
+CpuBackend::CpuBackend(std::size_t cache_limit_bytes) : cache_limit_(cache_limit_bytes) {}
+
+CpuBackend::~CpuBackend() { empty_cache(); }
+
+std::size_t CpuBackend::rounded(std::size_t nbytes) {
+  const std::size_t unit = nbytes >= kCacheMinBytes ? 4096 : 64;
+  return (nbytes + unit - 1) / unit * unit;
+}
+
+void* CpuBackend::allocate(std::size_t nbytes, int /*index*/) {
+  if (nbytes == 0) return nullptr;
+  const std::size_t size = rounded(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.in_use += size;
+    stats_.peak = std::max(stats_.peak, stats_.in_use);
+    if (size >= kCacheMinBytes) {
+      auto it = free_blocks_.find(size);
+      if (it != free_blocks_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        stats_.cached -= size;
+        return p;
+      }
+    }
+    ++stats_.os_allocations;
+  }
+  void* p = std::aligned_alloc(64, size);
+  if (p == nullptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.in_use -= size;
+    TANDEM_FAIL("cpu: out of memory allocating ", nbytes, " bytes (", stats_.in_use,
+                " bytes in use by tensors, ", stats_.cached, " cached)");
+  }
+  return p;
+}
+
+void CpuBackend::deallocate(void* ptr, std::size_t nbytes, int /*index*/) {
+  if (ptr == nullptr) return;
+  const std::size_t size = rounded(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.in_use -= size;
+    if (size >= kCacheMinBytes && stats_.cached + size <= cache_limit_) {
+      free_blocks_[size].push_back(ptr);
+      stats_.cached += size;
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+void CpuBackend::copy(void* dst, Device, const void* src, Device, std::size_t nbytes) {
+  if (nbytes) std::memcpy(dst, src, nbytes);
+}
+
+MemoryStats CpuBackend::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CpuBackend::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [size, blocks] : free_blocks_) {
+    for (void* p : blocks) std::free(p);
+  }
+  free_blocks_.clear();
+  stats_.cached = 0;
+}
+
+CpuBackend& cpu_backend() {
+  // Bounded cache: TANDEM_CPU_CACHE_MB overrides the default of 4 GiB. Never destroyed, so tensors
+  // held by other static objects can still be freed during exit.
+  static CpuBackend* backend = new CpuBackend([] {
+    const char* env = std::getenv("TANDEM_CPU_CACHE_MB");
+    const std::size_t mb = env ? std::strtoull(env, nullptr, 10) : 4096;
+    return mb * 1024 * 1024;
+  }());
+  return *backend;
+}
+
+}  // namespace tandem

@@ -1,0 +1,158 @@
+// Adam and AdamW: option checks and the fused per-parameter update (one pass over p, g and the
+// moment buffers, no temporaries), in the parameter's own precision with torch's order of
+// operations; the bias corrections are computed in double once per parameter, as torch does.
+#include "tandem/optim/adam.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tandem::optim {
+namespace {
+
+void check_options(const char* name, const AdamOptions& o) {
+  TANDEM_CHECK(o.lr >= 0.0, name, ": invalid learning rate ", o.lr);
+  TANDEM_CHECK(o.eps >= 0.0, name, ": invalid epsilon value ", o.eps);
+  TANDEM_CHECK(o.betas[0] >= 0.0 && o.betas[0] < 1.0, name,
+               ": invalid beta parameter at index 0: ", o.betas[0]);
+  TANDEM_CHECK(o.betas[1] >= 0.0 && o.betas[1] < 1.0, name,
+               ": invalid beta parameter at index 1: ", o.betas[1]);
+  TANDEM_CHECK(o.weight_decay >= 0.0, name, ": invalid weight_decay value ", o.weight_decay);
+}
+
+struct Step {
+  double decay_factor;  // AdamW: 1 - lr * weight_decay
+  double step_size;     // lr / (1 - beta1^t)
+  double bc2_sqrt;      // sqrt(1 - beta2^t)
+};
+
+// p, g, m, v (n); vmax (n) or null without amsgrad.
+template <typename T>
+void adam_update(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n, const AdamOptions& o,
+                 bool decoupled, const Step& s) {
+  const T beta1 = static_cast<T>(o.betas[0]), beta2 = static_cast<T>(o.betas[1]);
+  const T one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]);
+  const T one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]);
+  const T wd = static_cast<T>(o.weight_decay);
+  const T decay_factor = static_cast<T>(s.decay_factor);
+  const T bc2_sqrt = static_cast<T>(s.bc2_sqrt);
+  const T eps = static_cast<T>(o.eps);
+  const T neg_step_size = static_cast<T>(-s.step_size);
+  const bool l2 = !decoupled && o.weight_decay != 0.0;
+  const bool maximize = o.maximize;
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+  for (std::int64_t i = 0; i < n; ++i) {
+    T d = maximize ? -g[i] : g[i];
+    T w = p[i];
+    if (decoupled) w = w * decay_factor;
+    if (l2) d = d + wd * w;
+    const T mi = m[i] * beta1 + one_minus_beta1 * d;
+    const T vi = v[i] * beta2 + one_minus_beta2 * d * d;
+    m[i] = mi;
+    v[i] = vi;
+    T second = vi;
+    if (vmax) {
+      second = std::max(vmax[i], vi);
+      vmax[i] = second;
+    }
+    const T denom = std::sqrt(second) / bc2_sqrt + eps;
+    p[i] = w + neg_step_size * mi / denom;  // torch's addcdiv order
+  }
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) {
+  add_param_group({std::move(params), options});
+}
+
+Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups) {
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void Adam::add_param_group(ParamGroup<AdamOptions> group) {
+  check_options(decoupled_ ? "AdamW" : "Adam", group.options);
+  add_params(std::move(group.params));
+  options_.push_back(group.options);
+}
+
+AdamOptions& Adam::options(std::size_t group) {
+  params(group);  // checks the index
+  return options_[group];
+}
+
+const AdamOptions& Adam::options(std::size_t group) const {
+  params(group);
+  return options_[group];
+}
+
+std::vector<std::string> Adam::option_names() const {
+  return {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize"};
+}
+
+double Adam::option(std::size_t group, std::string_view name) const {
+  const AdamOptions& o = options(group);
+  if (name == "lr") return o.lr;
+  if (name == "beta1") return o.betas[0];
+  if (name == "beta2") return o.betas[1];
+  if (name == "eps") return o.eps;
+  if (name == "weight_decay") return o.weight_decay;
+  if (name == "amsgrad") return o.amsgrad ? 1.0 : 0.0;
+  if (name == "maximize") return o.maximize ? 1.0 : 0.0;
+  unknown_option(name);
+}
+
+void Adam::set_option(std::size_t group, std::string_view name, double value) {
+  AdamOptions& o = options(group);
+  if (name == "lr") {
+    o.lr = value;
+  } else if (name == "beta1") {
+    o.betas[0] = value;
+  } else if (name == "beta2") {
+    o.betas[1] = value;
+  } else if (name == "eps") {
+    o.eps = value;
+  } else if (name == "weight_decay") {
+    o.weight_decay = value;
+  } else if (name == "amsgrad") {
+    o.amsgrad = value != 0.0;
+  } else if (name == "maximize") {
+    o.maximize = value != 0.0;
+  } else {
+    unknown_option(name);
+  }
+}
+
+void Adam::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
+  const AdamOptions& o = options_[group];
+  // Buffers are created (zeros) before their data pointers are taken; those stay valid.
+  void* m = buffer(state, "exp_avg", param).raw_data();
+  void* v = buffer(state, "exp_avg_sq", param).raw_data();
+  void* vmax = o.amsgrad ? buffer(state, "max_exp_avg_sq", param).raw_data() : nullptr;
+  state.step += 1;
+  const double t = static_cast<double>(state.step);
+  const Step s{.decay_factor = 1.0 - o.lr * o.weight_decay,
+               .step_size = o.lr / (1.0 - std::pow(o.betas[0], t)),
+               .bc2_sqrt = std::sqrt(1.0 - std::pow(o.betas[1], t))};
+  const std::int64_t n = param.numel();
+  if (param.dtype() == DType::Float32) {
+    adam_update(param.data<float>(), grad.data<float>(), static_cast<float*>(m),
+                static_cast<float*>(v), static_cast<float*>(vmax), n, o, decoupled_, s);
+  } else {
+    adam_update(param.data<double>(), grad.data<double>(), static_cast<double*>(m),
+                static_cast<double*>(v), static_cast<double*>(vmax), n, o, decoupled_, s);
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options) : Adam(true) {
+  add_param_group({std::move(params), options});
+}
+
+AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : Adam(true) {
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void AdamW::add_param_group(ParamGroup<AdamWOptions> group) {
+  Adam::add_param_group({std::move(group.params), group.options.as_adam()});
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,115 @@
+// SGD: option checks and the fused per-parameter update (one pass over p, g and the buffer, no
+// temporaries), in the parameter's own precision with torch's order of operations.
+#include "tandem/optim/sgd.h"
+
+namespace tandem::optim {
+namespace {
+
+void check_options(const SGDOptions& o) {
+  TANDEM_CHECK(o.lr >= 0.0, "SGD: invalid learning rate ", o.lr);
+  TANDEM_CHECK(o.momentum >= 0.0, "SGD: invalid momentum value ", o.momentum);
+  TANDEM_CHECK(o.weight_decay >= 0.0, "SGD: invalid weight_decay value ", o.weight_decay);
+  TANDEM_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0),
+               "SGD: Nesterov momentum requires a momentum and zero dampening (momentum=",
+               o.momentum, ", dampening=", o.dampening, ")");
+}
+
+// p (n), g (n), buf (n) or null when momentum == 0; first: buf holds nothing yet.
+template <typename T>
+void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n, const SGDOptions& o) {
+  const T wd = static_cast<T>(o.weight_decay);
+  const T momentum = static_cast<T>(o.momentum);
+  const T keep = static_cast<T>(1.0 - o.dampening);
+  const T neg_lr = static_cast<T>(-o.lr);
+  const bool decay = o.weight_decay != 0.0;
+  const bool nesterov = o.nesterov;
+  const bool maximize = o.maximize;
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+  for (std::int64_t i = 0; i < n; ++i) {
+    T d = maximize ? -g[i] : g[i];
+    if (decay) d = d + wd * p[i];
+    if (buf) {
+      const T b = first ? d : buf[i] * momentum + keep * d;
+      buf[i] = b;
+      d = nesterov ? d + momentum * b : b;
+    }
+    p[i] = p[i] + neg_lr * d;
+  }
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) {
+  add_param_group({std::move(params), options});
+}
+
+SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) {
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void SGD::add_param_group(ParamGroup<SGDOptions> group) {
+  check_options(group.options);
+  add_params(std::move(group.params));
+  options_.push_back(group.options);
+}
+
+SGDOptions& SGD::options(std::size_t group) {
+  params(group);  // checks the index
+  return options_[group];
+}
+
+const SGDOptions& SGD::options(std::size_t group) const {
+  params(group);
+  return options_[group];
+}
+
+std::vector<std::string> SGD::option_names() const {
+  return {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"};
+}
+
+double SGD::option(std::size_t group, std::string_view name) const {
+  const SGDOptions& o = options(group);
+  if (name == "lr") return o.lr;
+  if (name == "momentum") return o.momentum;
+  if (name == "dampening") return o.dampening;
+  if (name == "weight_decay") return o.weight_decay;
+  if (name == "nesterov") return o.nesterov ? 1.0 : 0.0;
+  if (name == "maximize") return o.maximize ? 1.0 : 0.0;
+  unknown_option(name);
+}
+
+void SGD::set_option(std::size_t group, std::string_view name, double value) {
+  SGDOptions& o = options(group);
+  if (name == "lr") {
+    o.lr = value;
+  } else if (name == "momentum") {
+    o.momentum = value;
+  } else if (name == "dampening") {
+    o.dampening = value;
+  } else if (name == "weight_decay") {
+    o.weight_decay = value;
+  } else if (name == "nesterov") {
+    o.nesterov = value != 0.0;
+  } else if (name == "maximize") {
+    o.maximize = value != 0.0;
+  } else {
+    unknown_option(name);
+  }
+}
+
+void SGD::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
+  const SGDOptions& o = options_[group];
+  Tensor* buffer = nullptr;
+  bool first = false;
+  if (o.momentum != 0.0) buffer = &Optimizer::buffer(state, "momentum_buffer", param, &first);
+  const std::int64_t n = param.numel();
+  if (param.dtype() == DType::Float32) {
+    sgd_update(param.data<float>(), grad.data<float>(), buffer ? buffer->data<float>() : nullptr,
+               first, n, o);
+  } else {
+    sgd_update(param.data<double>(), grad.data<double>(), buffer ? buffer->data<double>() : nullptr,
+               first, n, o);
+  }
+}
+
+}  // namespace tandem::optim
