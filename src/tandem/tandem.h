@@ -11,3 +11,4 @@
 #include "tandem/nn/nn.h"
 #include "tandem/optim/optim.h"
 #include "tandem/io/safetensors.h"
+#include "tandem/data/data.h"
