@@ -12,3 +12,4 @@
 #include "tandem/optim/optim.h"
 #include "tandem/io/safetensors.h"
 #include "tandem/data/data.h"
+#include "tandem/parallel/data_parallel.h"

@@ -21,12 +21,13 @@ struct BatchNorm2dOptions {
   bool track_running_stats = true;  // running_mean, running_var, num_batches_tracked buffers
 };
 
-// An extension point for cross-replica statistics (parallel::DataParallel's sync-batchnorm): while
-// a BatchNormTrainOverride lives on a thread, training-mode BatchNorm2d forwards on that thread call
-// its function instead of tandem::batch_norm, with the same arguments (momentum already resolved).
-using BatchNormTrainFn = std::function<Tensor(
-    const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-    const Tensor& bias, double momentum, double eps)>;
+// An extension point for cross-replica statistics (parallel::DataParallel's sync-batchnorm):
+// while a BatchNormTrainOverride lives on a thread, training-mode BatchNorm2d forwards on that
+// thread call its function instead of tandem::batch_norm, with the same arguments (momentum
+// already resolved).
+using BatchNormTrainFn =
+    std::function<Tensor(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                         const Tensor& weight, const Tensor& bias, double momentum, double eps)>;
 class BatchNormTrainOverride {
  public:
   explicit BatchNormTrainOverride(BatchNormTrainFn fn);

@@ -1,0 +1,111 @@
+// `tandem train`: flags (each the same key as in a --config file) handed to train::run_training.
+// With no flags it trains the seed CNN on Fashion-MNIST for 2 epochs on every available device.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::app {
+namespace {
+
+struct FlagHelp {
+  const char* key;
+  const char* help;
+};
+
+// Every setting flag, in --help order; the key is the config file's.
+constexpr FlagHelp kFlags[] = {
+    {"model", "seed-cnn (default), mlp, cnn or resnet8"},
+    {"data", "fashion-mnist (default), fashion-mnist:DIR, mnist:DIR, cifar10:DIR, csv:FILE, "
+             "synthetic:SHAPE:CLASSES:COUNT[:SEED]"},
+    {"epochs", "Epochs to train (default 2)"},
+    {"max_steps", "Stop after N optimizer steps in all (default 0: no limit)"},
+    {"batch_size", "Global batch size (default 64)"},
+    {"optimizer", "sgd (default), adam or adamw"},
+    {"lr", "Learning rate (default: 0.001 for seed-cnn with sgd, 0.01 for other models with sgd, "
+           "0.001 with adam/adamw)"},
+    {"momentum", "SGD momentum, or Adam's beta1 (default 0.9)"},
+    {"weight_decay", "Weight decay (default 0)"},
+    {"schedule", "none (default), step, cosine, warmup or onecycle, stepped per optimizer step"},
+    {"label_smoothing", "Cross-entropy label smoothing in [0, 1] (default 0)"},
+    {"devices", "auto (default: every GPU, else the CPU), cpu, cpu:N, cuda, cuda:0,cuda:1"},
+    {"workers", "Data loader worker threads (default 2)"},
+    {"seed", "Seed of initialisation, shuffling and augmentation (default 0)"},
+    {"out", "Run directory (default runs/<UTC timestamp>)"},
+    {"checkpoint_every", "Write a checkpoint every N steps (default 0: at each epoch's end)"},
+    {"keep_checkpoints", "Checkpoints kept, newest first (default 3)"},
+    {"resume", "Continue from the newest intact checkpoint of a run directory (or a checkpoint "
+               "directory); auto: of --out, else of the newest run under runs/"},
+    {"eval_every", "Evaluate every N epochs (default 1; the last epoch always)"},
+    {"log_format", "text (default) or json"},
+};
+
+std::string flag_name(const char* key) {
+  std::string flag = std::string("--") + key;
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+struct TrainFlags {
+  std::string config_file;
+  std::map<std::string, std::string> values;  // by key
+  std::vector<std::pair<std::string, CLI::Option*>> options;
+  bool deterministic = false;
+  CLI::Option* deterministic_option = nullptr;
+  std::int64_t kill_at_step = 0;
+};
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model (stages: devices, model, data, train, evaluate, save)");
+  auto flags = std::make_shared<TrainFlags>();
+  cmd->add_option("--config", flags->config_file,
+                  "A JSON (or .toml) file of settings with the flags' names (batch_size = 64); "
+                  "flags override it");
+  for (const FlagHelp& f : kFlags) {
+    CLI::Option* option = cmd->add_option(flag_name(f.key), flags->values[f.key], f.help);
+    flags->options.emplace_back(f.key, option);
+  }
+  flags->deterministic_option = cmd->add_flag(
+      "--deterministic", flags->deterministic,
+      "Same seed, same devices: bit-identical weights, also across a kill and --resume");
+  cmd->add_option("--test-kill-at-step", flags->kill_at_step,
+                  "Testing only: SIGKILL this process after step N")
+      ->group("");
+  return [flags]() {
+    train::TrainRequest request;
+    request.config_file = flags->config_file;
+    for (const auto& [key, option] : flags->options) {
+      if (option->count() > 0) request.flags.emplace_back(key, flags->values[key]);
+    }
+    if (flags->deterministic_option->count() > 0) request.flags.emplace_back("deterministic", "true");
+    request.kill_at_step = flags->kill_at_step;
+
+    // The console style depends on --log-format, which may come from the config file.
+    train::TrainConfig probe;
+    if (!request.config_file.empty()) train::apply_config_file(probe, request.config_file);
+    for (const auto& [key, text] : request.flags) {
+      if (key == "log_format") train::set_from_text(probe, key, text);
+    }
+    train::Console console(stdout, stderr,
+                           train::console_style_for(stdout, probe.log_format == train::LogFormat::Json));
+    const train::TrainOutcome outcome = train::run_training(request, console);
+    if (outcome.status == train::RunStatus::Finished && outcome.final_eval) {
+      console.stage("done", "test accuracy " +
+                                std::to_string(outcome.final_eval->accuracy).substr(0, 6) +
+                                ", run directory " + outcome.run_dir);
+    }
+    return outcome.exit_status();
+  };
+}
+
+}  // namespace tandem::app

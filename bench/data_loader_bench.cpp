@@ -1,0 +1,108 @@
+// The DataLoader alone on Fashion-MNIST (batch 64, shuffled, ToFloat + Normalize) with 0, 1 and 2
+// workers, beside the seed CNN's training rate on the same batches: the loader must deliver at
+// least 10 times faster than training consumes. A benchmark, not a test; it prints figures.
+// Usage: data_loader_bench [--epochs 3] [--train-steps 30] [--batch-size 64]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tandem/tandem.h"
+
+namespace tn = tandem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct SeedCnn : tn::nn::Module {  // the seed document's Net, for 1x28x28 input
+  tn::nn::Conv2d conv1 = register_module("conv1", tn::nn::Conv2d(1, 16, 3, 1, 1));
+  tn::nn::Conv2d conv2 = register_module("conv2", tn::nn::Conv2d(16, 32, 3, 1, 1));
+  tn::nn::Linear fc = register_module("fc", tn::nn::Linear(32 * 28 * 28, 10));
+  tn::Tensor forward(const tn::Tensor& x) override {
+    tn::Tensor y = conv2(conv1(x));
+    return fc(y.view({y.size(0), -1}));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long epochs = 3, train_steps = 30, batch_size = 64;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long v = std::atol(argv[i + 1]);
+    if (flag == "--epochs")
+      epochs = v;
+    else if (flag == "--train-steps")
+      train_steps = v;
+    else if (flag == "--batch-size")
+      batch_size = v;
+    else {
+      std::fprintf(stderr, "data_loader_bench: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  try {
+    const auto t_load = Clock::now();
+    const tn::data::TensorDataset train = tn::data::fashion_mnist("", tn::data::Split::Train);
+    std::printf("fashion-mnist train: %lld images read and checked in %.2f s\n",
+                static_cast<long long>(train.size()), seconds_since(t_load));
+    const std::vector<tn::data::AnyTransform> transforms{
+        tn::data::ToFloat(),
+        tn::data::Normalize({tn::data::kFashionMnistMean}, {tn::data::kFashionMnistStd})};
+
+    double slowest_loader = 0;
+    for (int workers : {0, 1, 2}) {
+      tn::data::DataLoader loader(train, {.batch_size = batch_size,
+                                          .shuffle = true,
+                                          .num_workers = workers,
+                                          .transforms = transforms});
+      for (auto& batch : loader) (void)batch;  // one warm-up epoch
+      long images = 0;
+      const auto t0 = Clock::now();
+      for (long e = 0; e < epochs; ++e) {
+        for (auto& [data, target] : loader) images += data.size(0);
+      }
+      const double rate = static_cast<double>(images) / seconds_since(t0);
+      slowest_loader = slowest_loader == 0 ? rate : std::min(slowest_loader, rate);
+      std::printf("loader  workers=%d  batch=%ld  %ld epochs  %12.0f images/s\n", workers,
+                  batch_size, epochs, rate);
+      std::fflush(stdout);
+    }
+
+    if (train_steps > 0) {
+      tn::manual_seed(0);
+      auto model = std::make_shared<SeedCnn>();
+      tn::optim::SGD opt(model->parameters(), {.lr = 0.001, .momentum = 0.9});
+      tn::nn::CrossEntropyLoss criterion;
+      tn::data::DataLoader loader(
+          train,
+          {.batch_size = batch_size, .shuffle = true, .num_workers = 2, .transforms = transforms});
+      long step = 0, images = 0;
+      Clock::time_point t0;
+      for (auto& [data, target] : loader) {
+        if (step == 2) t0 = Clock::now();  // two warm-up steps (primitive creation)
+        opt.zero_grad();
+        tn::Tensor loss = criterion((*model)(data), target);
+        loss.backward();
+        opt.step();
+        if (step >= 2) images += data.size(0);
+        if (++step == train_steps + 2) break;
+      }
+      const double rate = static_cast<double>(images) / seconds_since(t0);
+      std::printf("seed CNN training (loader with 2 workers)  %12.0f images/s\n", rate);
+      std::printf("slowest loader / training = %.0fx (needs >= 10x)\n", slowest_loader / rate);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "data_loader_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,97 @@
+// Training throughput of tandem on Fashion-MNIST for the reference models (seed CNN, CNN, MLP),
+// printing one JSON line per epoch in the same form as ../shared/anchors/pytorch_fmnist.py, so
+// bench/compare can put both side by side. A benchmark, not a test.
+// Usage: train_throughput [--model seed-cnn|cnn|mlp] [--batch-size 64] [--epochs 1]
+//                         [--max-steps N] [--threads N] [--seed 0]
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tandem/tandem.h"
+#include "tandem/train/models.h"
+
+namespace tn = tandem;
+
+
+int main(int argc, char** argv) {
+  std::string model_name = "seed-cnn";
+  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* v = argv[i + 1];
+    if (flag == "--model") model_name = v;
+    else if (flag == "--batch-size") batch_size = std::atol(v);
+    else if (flag == "--epochs") epochs = std::atol(v);
+    else if (flag == "--max-steps") max_steps = std::atol(v);
+    else if (flag == "--threads") threads = std::atol(v);
+    else if (flag == "--seed") seed = std::atol(v);
+    else {
+      std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
+  tn::manual_seed(static_cast<std::uint64_t>(seed));
+
+  std::shared_ptr<tn::nn::Module> model;
+  try {
+    // The same registry `tandem train --model` uses (the anchor script's architectures).
+    model = tn::train::make_model(tn::train::parse_model_kind(model_name),
+                                  {.sample_shape = {1, 28, 28}, .classes = 10});
+  } catch (const tn::Error& e) {
+    std::fprintf(stderr, "train_throughput: %s\n", e.what());
+    return 2;
+  }
+
+  auto train = tn::data::fashion_mnist("", tn::data::Split::Train);
+  auto test = tn::data::fashion_mnist("", tn::data::Split::Test);
+  tn::data::DataLoader loader(train, {.batch_size = batch_size, .shuffle = true,
+                                      .num_workers = 0, .seed = static_cast<std::uint64_t>(seed),
+                                      .transforms = {tn::data::ToFloat()}});
+  tn::data::DataLoader test_loader(test, {.batch_size = 1000,
+                                          .transforms = {tn::data::ToFloat()}});
+  const double lr = model_name == "seed-cnn" ? 0.001 : 0.01;
+  tn::optim::SGD opt(model->parameters(), {.lr = lr, .momentum = 0.9});
+  tn::nn::CrossEntropyLoss criterion;
+
+  long step = 0;
+  for (long epoch = 0; epoch < epochs; ++epoch) {
+    model->train();
+    long seen = 0;
+    double total = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& [data, target] : loader) {
+      opt.zero_grad();
+      tn::Tensor loss = criterion((*model)(data), target);
+      loss.backward();
+      opt.step();
+      seen += data.size(0);
+      total += loss.item() * static_cast<double>(data.size(0));
+      if (++step == max_steps) break;
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    model->eval();
+    long correct = 0, count = 0;
+    {
+      tn::NoGradGuard no_grad;
+      for (auto& [data, target] : test_loader) {
+        tn::Tensor pred = (*model)(data).argmax(1);
+        const auto p = pred.to_vector<std::int64_t>();
+        const auto t = target.to_vector<std::int64_t>();
+        for (std::size_t i = 0; i < p.size(); ++i) correct += p[i] == t[i];
+        count += static_cast<long>(p.size());
+      }
+    }
+    std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"cpu\", \"batch_size\": %ld, "
+                "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
+                "\"loss\": %.4f, \"test_accuracy\": %.4f}\n",
+                model_name.c_str(), batch_size, omp_get_max_threads(), epoch + 1, seen / dt, dt,
+                total / static_cast<double>(seen), static_cast<double>(correct) / count);
+    std::fflush(stdout);
+    if (step == max_steps) break;
+  }
+  return 0;
+}

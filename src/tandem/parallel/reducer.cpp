@@ -1,0 +1,252 @@
+// Bucket bookkeeping driven by the gradient-ready hooks, and the host reduction: a blocked,
+// double-accumulated weighted sum in the plan's order (so 1 * g reproduces g exactly).
+#include "tandem/parallel/reducer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "tandem/base/check.h"
+#include "tandem/tensor/factories.h"
+
+namespace tandem::parallel {
+
+std::vector<std::vector<std::size_t>> make_buckets(const std::vector<std::size_t>& order,
+                                                   const std::vector<std::size_t>& nbytes,
+                                                   std::size_t bucket_bytes) {
+  std::vector<std::vector<std::size_t>> buckets;
+  std::size_t filled = 0;
+  for (std::size_t i : order) {
+    if (buckets.empty() || filled >= bucket_bytes) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(i);
+    filled += nbytes.at(i);
+  }
+  return buckets;
+}
+
+template <typename T>
+void weighted_sum(T* out, const T* base, const std::vector<const T*>& srcs,
+                  const std::vector<double>& coeffs, std::int64_t n) {
+  constexpr std::int64_t kBlock = 1024;
+  double acc[kBlock];
+  for (std::int64_t start = 0; start < n; start += kBlock) {
+    const std::int64_t len = std::min(kBlock, n - start);
+    std::size_t k = 0;
+    if (base) {
+      for (std::int64_t j = 0; j < len; ++j) acc[j] = static_cast<double>(base[start + j]);
+    } else {
+      // The first term initialises the sum, so that a single 1 * g is g, sign of zero included.
+      const T* s = srcs[0] + start;
+      const double c = coeffs[0];
+      for (std::int64_t j = 0; j < len; ++j) acc[j] = c * static_cast<double>(s[j]);
+      k = 1;
+    }
+    for (; k < srcs.size(); ++k) {
+      const T* s = srcs[k] + start;
+      const double c = coeffs[k];
+      for (std::int64_t j = 0; j < len; ++j) acc[j] += c * static_cast<double>(s[j]);
+    }
+    for (std::int64_t j = 0; j < len; ++j) out[start + j] = static_cast<T>(acc[j]);
+  }
+}
+
+template void weighted_sum<float>(float*, const float*, const std::vector<const float*>&,
+                                  const std::vector<double>&, std::int64_t);
+template void weighted_sum<double>(double*, const double*, const std::vector<const double*>&,
+                                   const std::vector<double>&, std::int64_t);
+
+// ---- GradientReducer ----------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::size_t> reverse_order(std::size_t n) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
+  return order;
+}
+
+std::vector<std::size_t> param_bytes(const std::vector<Tensor>& params) {
+  std::vector<std::size_t> nbytes;
+  for (const Tensor& p : params) nbytes.push_back(p.nbytes());
+  return nbytes;
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(const std::vector<std::vector<Tensor>>& params,
+                                 const std::vector<std::vector<std::vector<Tensor>>>& stored,
+                                 std::size_t bucket_bytes)
+    : params_(params), stored_(stored), reduce_s_(params.size(), 0.0), bucket_bytes_(bucket_bytes) {
+  TANDEM_CHECK(!params_.empty(), "DataParallel: no replicas to reduce over");
+  TANDEM_CHECK(stored_.size() == params_.size(),
+               "DataParallel: internal error, stored gradients "
+               "for ",
+               stored_.size(), " replicas, parameters for ", params_.size());
+  // Parameters are used roughly in registration order, so their gradients arrive in reverse.
+  buckets_ = make_buckets(reverse_order(params_[0].size()), param_bytes(params_[0]), bucket_bytes_);
+  bucket_of_.assign(params_[0].size(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    for (std::size_t i : buckets_[b]) bucket_of_[i] = b;
+  }
+  for (std::size_t r = 0; r < params_.size(); ++r) state_.push_back(std::make_unique<PerReplica>());
+}
+
+void GradientReducer::begin(ReductionPlan plan) {
+  TANDEM_CHECK(plan.base.size() == params_[0].size(), "DataParallel: internal error, plan for ",
+               plan.base.size(), " parameters, model has ", params_[0].size());
+  plan_ = std::move(plan);
+  const std::size_t nparams = params_[0].size();
+  for (std::size_t r = 0; r < state_.size(); ++r) {
+    PerReplica& s = *state_[r];
+    s.armed.store(false, std::memory_order_relaxed);
+    s.pending.resize(buckets_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b) s.pending[b] = buckets_[b].size();
+    s.param_done.assign(nparams, false);
+    s.bucket_done.assign(buckets_.size(), false);
+    reduce_s_[r] = 0.0;
+  }
+  prepare();
+}
+
+void GradientReducer::arm(std::size_t replica) {
+  state_.at(replica)->armed.store(true, std::memory_order_relaxed);
+}
+
+void GradientReducer::disarm(std::size_t replica) {
+  state_.at(replica)->armed.store(false, std::memory_order_relaxed);
+}
+
+void GradientReducer::grad_ready(std::size_t replica, std::size_t param) {
+  PerReplica& s = *state_[replica];
+  if (!s.armed.load(std::memory_order_relaxed) || s.param_done[param]) return;
+  s.param_done[param] = true;
+  if (replica == 0 && !rebuilt_) observed_.push_back(param);
+  const std::size_t b = bucket_of_[param];
+  if (--s.pending[b] == 0) complete(replica, b);
+}
+
+void GradientReducer::finish(std::size_t replica) {
+  PerReplica& s = *state_.at(replica);
+  s.armed.store(false, std::memory_order_relaxed);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    if (!s.bucket_done[b]) complete(replica, b);
+  }
+}
+
+void GradientReducer::complete(std::size_t replica, std::size_t bucket) {
+  PerReplica& s = *state_[replica];
+  s.bucket_done[bucket] = true;
+  bucket_ready(replica, bucket);
+}
+
+void GradientReducer::rebuild_buckets() {
+  if (rebuilt_) return;
+  rebuilt_ = true;
+  std::vector<std::size_t> order = observed_;
+  std::vector<bool> seen(params_[0].size(), false);
+  for (std::size_t i : order) seen[i] = true;
+  for (std::size_t i : reverse_order(params_[0].size())) {
+    if (!seen[i]) order.push_back(i);
+  }
+  observed_.clear();
+  buckets_ = make_buckets(order, param_bytes(params_[0]), bucket_bytes_);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    for (std::size_t i : buckets_[b]) bucket_of_[i] = b;
+  }
+}
+
+// ---- HostReducer --------------------------------------------------------------------------------
+
+HostReducer::HostReducer(const std::vector<std::vector<Tensor>>& params,
+                         const std::vector<std::vector<std::vector<Tensor>>>& stored,
+                         std::size_t bucket_bytes)
+    : GradientReducer(params, stored, bucket_bytes) {
+  prepare();
+}
+
+void HostReducer::prepare() {
+  if (arrival_slots_ != buckets().size()) {
+    arrival_slots_ = buckets().size();
+    arrivals_ = std::make_unique<std::atomic<std::size_t>[]>(arrival_slots_);
+  }
+  for (std::size_t b = 0; b < arrival_slots_; ++b) arrivals_[b].store(0, std::memory_order_relaxed);
+}
+
+void HostReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
+  // acq_rel: this replica's gradients are published to, and the others' seen by, the last one.
+  if (arrivals_[bucket].fetch_add(1, std::memory_order_acq_rel) + 1 < replicas()) return;
+  const auto start = std::chrono::steady_clock::now();
+  reduce(bucket);
+  reduce_s_[replica] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+namespace {
+
+// The gradient a contribution refers to for parameter i (undefined when it has none).
+Tensor contribution_grad(const Contribution& c, std::size_t i,
+                         const std::vector<std::vector<Tensor>>& params,
+                         const std::vector<std::vector<std::vector<Tensor>>>& stored) {
+  if (c.stored < 0) return params[c.replica][i].grad();
+  return stored[c.replica].at(static_cast<std::size_t>(c.stored))[i];
+}
+
+void check_operand(const Tensor& g, const Tensor& master, const char* what) {
+  TANDEM_CHECK(g.shape() == master.shape() && g.dtype() == master.dtype(), "DataParallel: ", what,
+               " gradient of shape ", show(g.shape()), " (", g.dtype(),
+               ") for a parameter of shape ", show(master.shape()), " (", master.dtype(), ")");
+  TANDEM_CHECK(g.device().is_cpu(), "DataParallel: the host reducer got a gradient on ",
+               g.device());
+}
+
+template <typename T>
+void reduce_param(const Tensor& master, const Tensor& base, const std::vector<Tensor>& grads,
+                  const std::vector<double>& coeffs) {
+  Tensor out = master.grad();
+  const bool fresh = !out.defined() || !out.is_contiguous();
+  if (fresh) out = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
+  std::vector<const T*> srcs;
+  for (const Tensor& g : grads) srcs.push_back(g.data<T>());
+  weighted_sum<T>(out.data<T>(), base.defined() ? base.data<T>() : nullptr, srcs, coeffs,
+                  master.numel());
+  if (fresh) master.set_grad(out);
+}
+
+}  // namespace
+
+void HostReducer::reduce(std::size_t bucket) {
+  const ReductionPlan& p = plan();
+  for (std::size_t i : buckets()[bucket]) {
+    const Tensor& master = params_[0][i];
+    std::vector<Tensor> grads;
+    std::vector<double> coeffs;
+    for (const Contribution& c : p.contributions) {
+      if (c.coeff == 0.0) continue;
+      Tensor g = contribution_grad(c, i, params_, stored_);
+      if (!g.defined()) continue;
+      check_operand(g, master, "a replica's");
+      grads.push_back(g.is_contiguous() ? g : contiguous_copy(g));
+      coeffs.push_back(c.coeff);
+    }
+    Tensor base = p.base[i];
+    if (base.defined()) {
+      check_operand(base, master, "the accumulated");
+      if (!base.is_contiguous()) base = contiguous_copy(base);
+    }
+    if (grads.empty() && !base.defined()) continue;  // no gradient anywhere: stays undefined
+    switch (master.dtype()) {
+      case DType::Float32:
+        reduce_param<float>(master, base, grads, coeffs);
+        break;
+      case DType::Float64:
+        reduce_param<double>(master, base, grads, coeffs);
+        break;
+      default:
+        TANDEM_FAIL("DataParallel: cannot reduce gradients of dtype ", master.dtype());
+    }
+  }
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,128 @@
+// Gradient buckets and the reducer DataParallel drives from the gradient-ready hooks. Parameters
+// are grouped in buckets of about bucket_bytes in reverse order of use; a bucket is handed on as
+// soon as its gradients are final on a replica, while that replica's backward goes on.
+// GradientReducer keeps this bookkeeping; what happens to a ready bucket is device-specific:
+// HostReducer (CPU replicas) sums it on the thread of the replica that completes it last, and an
+// NCCL reducer for CUDA replicas will implement the same bucket_ready().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tandem/tensor/tensor.h"
+
+namespace tandem::parallel {
+
+// One gradient to sum: replica `replica`'s live .grad (stored < 0) or the gradient set it stored
+// aside as number `stored`, times `coeff`.
+struct Contribution {
+  std::size_t replica = 0;
+  std::int64_t stored = -1;
+  double coeff = 0.0;
+};
+
+// What one reduction computes, for every parameter i, into the master's (replica 0's) .grad:
+//   grad[i] = base[i] + sum over the contributions k, in their order, of coeff_k * g_k[i]
+// summed per element in double (float64 accumulation, one rounding), base[i] undefined meaning
+// nothing. The order is fixed, so the result does not depend on which thread sums or when.
+struct ReductionPlan {
+  std::vector<Contribution> contributions;
+  std::vector<Tensor> base;  // one per parameter
+};
+
+// Parameters taken in `order`, cut into buckets that close once they hold at least bucket_bytes.
+std::vector<std::vector<std::size_t>> make_buckets(const std::vector<std::size_t>& order,
+                                                   const std::vector<std::size_t>& nbytes,
+                                                   std::size_t bucket_bytes);
+
+// out (n) = base (n, or null) + sum_k coeffs[k] * srcs[k] (n), per element in double, in k order.
+// out may be one of the sources.
+template <typename T>
+void weighted_sum(T* out, const T* base, const std::vector<const T*>& srcs,
+                  const std::vector<double>& coeffs, std::int64_t n);
+
+class GradientReducer {
+ public:
+  // params[r][i]: parameter i of replica r (replica 0, the master, receives the result);
+  // stored[r][s][i]: the gradient sets replica r put aside during the accumulation cycle.
+  // Both are owned by the caller and outlive the reducer.
+  GradientReducer(const std::vector<std::vector<Tensor>>& params,
+                  const std::vector<std::vector<std::vector<Tensor>>>& stored,
+                  std::size_t bucket_bytes);
+  virtual ~GradientReducer() = default;
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Before a communicating micro-step (main thread, replicas idle): what to sum.
+  void begin(ReductionPlan plan);
+  // Replica r's coming backward produces its final gradients: its hooks count from now on.
+  void arm(std::size_t replica);
+  // Stops counting replica r's hooks (after a failed step, whose backward may have been cut off).
+  void disarm(std::size_t replica);
+  bool armed(std::size_t replica) const {
+    return state_[replica]->armed.load(std::memory_order_relaxed);
+  }
+  // The gradient-ready hook of replica r's parameter i (on r's thread); ignored unless armed.
+  void grad_ready(std::size_t replica, std::size_t param);
+  // Replica r is done (its backward ended, or it had no samples): buckets it has not completed
+  // (parameters that received no gradient) are completed now, and r is disarmed.
+  void finish(std::size_t replica);
+  // After the first communicating step: regroups the buckets in the order replica 0's gradients
+  // became ready (parameters never seen go last). Later calls change nothing.
+  void rebuild_buckets();
+
+  const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
+  double reduce_seconds(std::size_t replica) const { return reduce_s_.at(replica); }
+
+ protected:
+  // Every gradient of bucket b is final on replica r (called on r's thread).
+  virtual void bucket_ready(std::size_t replica, std::size_t bucket) = 0;
+  // Called at the end of begin(), once the buckets for this reduction are settled.
+  virtual void prepare() {}
+
+  std::size_t replicas() const { return params_.size(); }
+  const ReductionPlan& plan() const { return plan_; }
+  const std::vector<std::vector<Tensor>>& params_;
+  const std::vector<std::vector<std::vector<Tensor>>>& stored_;
+  std::vector<double> reduce_s_;  // [replica], written by that replica's thread
+
+ private:
+  struct PerReplica {
+    std::atomic<bool> armed{false};
+    std::vector<std::size_t> pending;  // [bucket] gradients still to come
+    std::vector<bool> param_done;      // [param]
+    std::vector<bool> bucket_done;     // [bucket]
+  };
+  void complete(std::size_t replica, std::size_t bucket);
+
+  std::size_t bucket_bytes_;
+  std::vector<std::vector<std::size_t>> buckets_;
+  std::vector<std::size_t> bucket_of_;  // [param]
+  std::vector<std::unique_ptr<PerReplica>> state_;
+  ReductionPlan plan_;
+  bool rebuilt_ = false;
+  std::vector<std::size_t> observed_;  // replica 0's ready order in the first communicating step
+};
+
+// CPU replicas: all gradients are in host memory. Each bucket counts the replicas that completed
+// it; the one that completes it last sums it (in the plan's fixed order) into the master's .grad.
+class HostReducer final : public GradientReducer {
+ public:
+  HostReducer(const std::vector<std::vector<Tensor>>& params,
+              const std::vector<std::vector<std::vector<Tensor>>>& stored,
+              std::size_t bucket_bytes);
+
+ protected:
+  void bucket_ready(std::size_t replica, std::size_t bucket) override;
+  void prepare() override;  // resets the arrival counts
+
+ private:
+  void reduce(std::size_t bucket);
+  std::unique_ptr<std::atomic<std::size_t>[]> arrivals_;
+  std::size_t arrival_slots_ = 0;
+};
+
+}  // namespace tandem::parallel

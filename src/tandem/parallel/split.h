@@ -1,0 +1,51 @@
+// How DataParallel divides a global batch: AutoBalancer times each device's steps and sets the
+// split proportions in proportion to measured throughput, re-checking periodically; helpers turn
+// proportions into shares. The gradient weighting is exact whatever the split (weights = shares).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tandem/data/sampler.h"
+
+namespace tandem::parallel {
+
+struct AutoSplitOptions {
+  std::int64_t warmup_steps = 2;     // first steps not measured (primitive creation, page faults)
+  std::int64_t measure_steps = 4;    // steps summed per measurement
+  std::int64_t recheck_every = 200;  // steps between a re-balance and the next measurement
+  double min_change = 0.02;          // re-balance only when a share moves by more than this
+};
+
+// New proportions (summing to 1) proportional to each device's throughput samples / seconds.
+// A device without a measurement (no samples or no time) keeps its current share.
+std::vector<double> balanced_proportions(const std::vector<std::int64_t>& samples,
+                                         const std::vector<double>& seconds,
+                                         const std::vector<double>& current);
+
+class AutoBalancer {
+ public:
+  AutoBalancer(std::size_t devices, AutoSplitOptions options);
+
+  const std::vector<double>& proportions() const { return proportions_; }
+  // Records one step: samples and compute seconds per device. The proportions only change when
+  // may_change (at an accumulation-cycle boundary); returns true when they did.
+  bool record(const std::vector<std::int64_t>& samples, const std::vector<double>& seconds,
+              bool may_change);
+
+ private:
+  AutoSplitOptions options_;
+  std::vector<double> proportions_;
+  std::int64_t steps_ = 0;           // steps recorded so far
+  std::int64_t next_measure_ = 0;    // first step of the next measurement
+  std::int64_t measured_steps_ = 0;  // steps in the current measurement
+  std::vector<std::int64_t> samples_;
+  std::vector<double> seconds_;
+};
+
+// Shares of `batch` samples in `proportions`, with at least one sample for every device when the
+// batch has that many (a device without samples could never be timed).
+data::BatchShares split_at_least_one(std::int64_t batch, const std::vector<double>& proportions);
+
+}  // namespace tandem::parallel

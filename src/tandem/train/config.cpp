@@ -1,0 +1,309 @@
+// TrainConfig parsing (text, JSON, TOML), validation and the resolved config.json.
+#include "tandem/train/config.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "tandem/base/check.h"
+#include "tandem/train/models.h"
+
+namespace tandem::train {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kKeys[] = {
+    "model",    "data",          "epochs",     "max_steps",        "batch_size",
+    "optimizer", "lr",           "momentum",   "weight_decay",     "schedule",
+    "label_smoothing", "devices", "workers",   "seed",             "deterministic",
+    "out",      "checkpoint_every", "keep_checkpoints", "resume",   "eval_every",
+    "log_format"};
+
+std::string flag_of(std::string_view key) {
+  std::string flag = "--" + std::string(key);
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+std::int64_t parse_int(std::string_view key, std::string_view text) {
+  std::int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  TANDEM_CHECK(!text.empty() && ec == std::errc() && ptr == text.data() + text.size(), flag_of(key),
+               ": '", text, "' is not an integer");
+  return value;
+}
+
+std::uint64_t parse_uint(std::string_view key, std::string_view text) {
+  std::uint64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  TANDEM_CHECK(!text.empty() && ec == std::errc() && ptr == text.data() + text.size(), flag_of(key),
+               ": '", text, "' is not a non-negative integer");
+  return value;
+}
+
+double parse_double(std::string_view key, std::string_view text) {
+  const std::string copy(text);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  TANDEM_CHECK(!copy.empty() && end == copy.c_str() + copy.size(), flag_of(key), ": '", text,
+               "' is not a number");
+  return value;
+}
+
+bool parse_bool(std::string_view key, std::string_view text) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  TANDEM_FAIL(flag_of(key), ": '", text, "' is not a boolean (true or false)");
+}
+
+OptimizerKind parse_optimizer(std::string_view text) {
+  if (text == "sgd") return OptimizerKind::Sgd;
+  if (text == "adam") return OptimizerKind::Adam;
+  if (text == "adamw") return OptimizerKind::AdamW;
+  TANDEM_FAIL("--optimizer: unknown optimizer '", text, "' (expected sgd, adam or adamw)");
+}
+
+ScheduleKind parse_schedule(std::string_view text) {
+  if (text == "none") return ScheduleKind::None;
+  if (text == "step") return ScheduleKind::Step;
+  if (text == "cosine") return ScheduleKind::Cosine;
+  if (text == "warmup") return ScheduleKind::Warmup;
+  if (text == "onecycle") return ScheduleKind::OneCycle;
+  TANDEM_FAIL("--schedule: unknown schedule '", text,
+              "' (expected none, step, cosine, warmup or onecycle)");
+}
+
+LogFormat parse_log_format(std::string_view text) {
+  if (text == "text") return LogFormat::Text;
+  if (text == "json") return LogFormat::Json;
+  TANDEM_FAIL("--log-format: unknown format '", text, "' (expected text or json)");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TANDEM_CHECK(in.good(), "--config: cannot open '", path, "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+double TrainConfig::resolved_lr() const {
+  if (lr) return *lr;
+  if (optimizer != OptimizerKind::Sgd) return 1e-3;
+  return model == "seed-cnn" ? 1e-3 : 1e-2;
+}
+
+std::vector<std::string> config_keys() { return {std::begin(kKeys), std::end(kKeys)}; }
+
+void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) {
+  if (key == "model") {
+    c.model = std::string(text);
+  } else if (key == "data") {
+    c.data = std::string(text);
+  } else if (key == "epochs") {
+    c.epochs = parse_int(key, text);
+  } else if (key == "max_steps") {
+    c.max_steps = parse_int(key, text);
+  } else if (key == "batch_size") {
+    c.batch_size = parse_int(key, text);
+  } else if (key == "optimizer") {
+    c.optimizer = parse_optimizer(text);
+  } else if (key == "lr") {
+    if (text == "auto") {
+      c.lr.reset();
+    } else {
+      c.lr = parse_double(key, text);
+    }
+  } else if (key == "momentum") {
+    c.momentum = parse_double(key, text);
+  } else if (key == "weight_decay") {
+    c.weight_decay = parse_double(key, text);
+  } else if (key == "schedule") {
+    c.schedule = parse_schedule(text);
+  } else if (key == "label_smoothing") {
+    c.label_smoothing = parse_double(key, text);
+  } else if (key == "devices") {
+    c.devices = std::string(text);
+  } else if (key == "workers") {
+    c.workers = parse_int(key, text);
+  } else if (key == "seed") {
+    c.seed = parse_uint(key, text);
+  } else if (key == "deterministic") {
+    c.determinism = parse_bool(key, text) ? Determinism::Deterministic : Determinism::Default;
+  } else if (key == "out") {
+    c.out = std::string(text);
+  } else if (key == "checkpoint_every") {
+    c.checkpoint_every = parse_int(key, text);
+  } else if (key == "keep_checkpoints") {
+    c.keep_checkpoints = parse_int(key, text);
+  } else if (key == "resume") {
+    c.resume = std::string(text);
+  } else if (key == "eval_every") {
+    c.eval_every = parse_int(key, text);
+  } else if (key == "log_format") {
+    c.log_format = parse_log_format(text);
+  } else {
+    TANDEM_FAIL("unknown setting '", key, "'");
+  }
+}
+
+void apply_json(TrainConfig& config, std::string_view json_text, std::string_view source) {
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    TANDEM_FAIL(source, ": not valid JSON (", e.what(), ")");
+  }
+  TANDEM_CHECK(root.is_object(), source, ": expected a JSON object of settings");
+  for (const auto& [key, value] : root.items()) {
+    std::string text;
+    if (value.is_string()) {
+      text = value.get<std::string>();
+    } else if (value.is_boolean()) {
+      text = value.get<bool>() ? "true" : "false";
+    } else if (value.is_number_integer()) {
+      text = value.dump();
+    } else if (value.is_number_float()) {
+      text = value.dump();
+    } else if (value.is_null() && key == "lr") {
+      text = "auto";
+    } else {
+      TANDEM_FAIL(source, ": setting '", key, "' has unsupported value ", value.dump());
+    }
+    try {
+      set_from_text(config, key, text);
+    } catch (const Error& e) {
+      throw Error(std::string(source) + ": " + e.what());
+    }
+  }
+}
+
+void apply_toml(TrainConfig& config, std::string_view toml_text, std::string_view source) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream where;
+    where << e.source().begin;
+    TANDEM_FAIL(source, ": not valid TOML at ", where.str(), " (", e.description(), ")");
+  }
+  const toml::table* table = &root;
+  if (const toml::table* train = root["train"].as_table()) table = train;
+  for (const auto& [key, node] : *table) {
+    std::string text;
+    if (const auto* s = node.as_string()) {
+      text = s->get();
+    } else if (const auto* i = node.as_integer()) {
+      text = std::to_string(i->get());
+    } else if (const auto* f = node.as_floating_point()) {
+      std::ostringstream out;
+      out.precision(17);
+      out << f->get();
+      text = out.str();
+    } else if (const auto* b = node.as_boolean()) {
+      text = b->get() ? "true" : "false";
+    } else {
+      TANDEM_FAIL(source, ": setting '", key.str(), "' has an unsupported type");
+    }
+    try {
+      set_from_text(config, key.str(), text);
+    } catch (const Error& e) {
+      throw Error(std::string(source) + ": " + e.what());
+    }
+  }
+}
+
+void apply_config_file(TrainConfig& config, const std::string& path) {
+  const std::string text = read_file(path);
+  if (path.ends_with(".toml")) {
+    apply_toml(config, text, path);
+  } else {
+    apply_json(config, text, path);
+  }
+}
+
+void validate(const TrainConfig& c) {
+  parse_model_kind(c.model);
+  TANDEM_CHECK(!c.data.empty(), "--data: empty data spec");
+  TANDEM_CHECK(c.epochs >= 1, "--epochs: ", c.epochs, " is not a positive number of epochs");
+  TANDEM_CHECK(c.max_steps >= 0, "--max-steps: ", c.max_steps, " is negative (0 means no limit)");
+  TANDEM_CHECK(c.batch_size >= 1, "--batch-size: ", c.batch_size, " is not a positive batch size");
+  const double lr = c.resolved_lr();
+  TANDEM_CHECK(std::isfinite(lr) && lr > 0, "--lr: ", lr, " is not a positive finite learning rate");
+  TANDEM_CHECK(std::isfinite(c.momentum) && c.momentum >= 0 && c.momentum < 1, "--momentum: ",
+               c.momentum, " is not in [0, 1)");
+  TANDEM_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0, "--weight-decay: ",
+               c.weight_decay, " is not a non-negative number");
+  TANDEM_CHECK(std::isfinite(c.label_smoothing) && c.label_smoothing >= 0 &&
+                   c.label_smoothing <= 1,
+               "--label-smoothing: ", c.label_smoothing, " is not in [0, 1]");
+  TANDEM_CHECK(c.workers >= 0, "--workers: ", c.workers, " is negative");
+  TANDEM_CHECK(c.checkpoint_every >= 0, "--checkpoint-every: ", c.checkpoint_every,
+               " is negative (0 means at each epoch's end)");
+  TANDEM_CHECK(c.keep_checkpoints >= 1, "--keep-checkpoints: ", c.keep_checkpoints,
+               " is not at least 1");
+  TANDEM_CHECK(c.eval_every >= 1, "--eval-every: ", c.eval_every, " is not at least 1");
+  TANDEM_CHECK(!c.devices.empty(), "--devices: empty device list");
+}
+
+std::string to_json(const TrainConfig& c) {
+  Json j;
+  j["model"] = c.model;
+  j["data"] = c.data;
+  j["epochs"] = c.epochs;
+  j["max_steps"] = c.max_steps;
+  j["batch_size"] = c.batch_size;
+  j["optimizer"] = optimizer_name(c.optimizer);
+  j["lr"] = c.resolved_lr();
+  j["momentum"] = c.momentum;
+  j["weight_decay"] = c.weight_decay;
+  j["schedule"] = schedule_name(c.schedule);
+  j["label_smoothing"] = c.label_smoothing;
+  j["devices"] = c.devices;
+  j["workers"] = c.workers;
+  j["seed"] = c.seed;
+  j["deterministic"] = c.determinism == Determinism::Deterministic;
+  j["out"] = c.out;
+  j["checkpoint_every"] = c.checkpoint_every;
+  j["keep_checkpoints"] = c.keep_checkpoints;
+  j["resume"] = c.resume;
+  j["eval_every"] = c.eval_every;
+  j["log_format"] = log_format_name(c.log_format);
+  return j.dump(2) + "\n";
+}
+
+std::string optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::string schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::None: return "none";
+    case ScheduleKind::Step: return "step";
+    case ScheduleKind::Cosine: return "cosine";
+    case ScheduleKind::Warmup: return "warmup";
+    case ScheduleKind::OneCycle: return "onecycle";
+  }
+  return "?";
+}
+
+std::string log_format_name(LogFormat format) {
+  return format == LogFormat::Json ? "json" : "text";
+}
+
+}  // namespace tandem::train

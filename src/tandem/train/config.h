@@ -1,0 +1,74 @@
+// TrainConfig: every setting of `tandem train`, one resolution order (defaults, then a resumed
+// checkpoint's config, then --config FILE in JSON or TOML, then flags) and one validation, so a
+// bad value reads the same from a file as from a flag. Not the command-line parser (apps/).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::train {
+
+enum class OptimizerKind : std::uint8_t { Sgd, Adam, AdamW };
+enum class ScheduleKind : std::uint8_t { None, Step, Cosine, Warmup, OneCycle };
+enum class LogFormat : std::uint8_t { Text, Json };
+enum class Determinism : std::uint8_t { Default, Deterministic };
+
+struct TrainConfig {
+  std::string model = "seed-cnn";
+  std::string data = "fashion-mnist";
+  std::int64_t epochs = 2;
+  std::int64_t max_steps = 0;  // 0: no limit
+  std::int64_t batch_size = 64;
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  std::optional<double> lr;  // unset: resolve() picks the model's and optimizer's default
+  double momentum = 0.9;     // SGD momentum; beta1 for Adam and AdamW
+  double weight_decay = 0.0;
+  ScheduleKind schedule = ScheduleKind::None;
+  double label_smoothing = 0.0;
+  std::string devices = "auto";
+  std::int64_t workers = 2;
+  std::uint64_t seed = 0;
+  Determinism determinism = Determinism::Default;
+  std::string out;  // empty: runs/<timestamp>
+  std::int64_t checkpoint_every = 0;  // optimizer steps between checkpoints; 0: each epoch's end
+  std::int64_t keep_checkpoints = 3;
+  std::string resume;  // "", "auto", or a run / checkpoint directory
+  std::int64_t eval_every = 1;  // epochs between evaluations (the last epoch is always evaluated)
+  LogFormat log_format = LogFormat::Text;
+
+  // The learning rate in use: lr, or the default (SGD: 0.001 for seed-cnn as the seed used,
+  // else 0.01; Adam and AdamW: 0.001).
+  double resolved_lr() const;
+};
+
+// The keys of a config file and of config.json, each the long flag without "--" and with '_'
+// for '-': "batch_size" is --batch-size.
+std::vector<std::string> config_keys();
+
+// A setting given as text (a flag's value): parsed by the key's type. Errors name the flag and
+// the value ("--epochs: 'abc' is not an integer").
+void set_from_text(TrainConfig& config, std::string_view key, std::string_view text);
+
+// Applies a JSON object's keys (config.json, a --config file). Unknown keys and ill-typed
+// values are errors naming `source` and the key.
+void apply_json(TrainConfig& config, std::string_view json_text, std::string_view source);
+// The same for a TOML document (top-level keys, or a [train] table).
+void apply_toml(TrainConfig& config, std::string_view toml_text, std::string_view source);
+// Reads FILE and applies it as TOML when it ends in .toml, else as JSON.
+void apply_config_file(TrainConfig& config, const std::string& path);
+
+// Checks every value's range (batch size >= 1, finite lr > 0, ...); the first bad one throws.
+void validate(const TrainConfig& config);
+
+// The resolved config as a JSON object (lr resolved), pretty-printed: config.json.
+std::string to_json(const TrainConfig& config);
+
+std::string optimizer_name(OptimizerKind kind);  // "sgd", "adam", "adamw"
+std::string schedule_name(ScheduleKind kind);    // "none", "step", "cosine", "warmup", "onecycle"
+std::string log_format_name(LogFormat format);   // "text", "json"
+
+}  // namespace tandem::train

@@ -1,0 +1,32 @@
+// Evaluation of a classifier over a loader under NoGradGuard, in eval mode: mean cross-entropy,
+// accuracy, per-class accuracy and the confusion matrix; and their text and JSON renderings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tandem/data/data_loader.h"
+#include "tandem/nn/module.h"
+
+namespace tandem::train {
+
+struct EvalResult {
+  std::int64_t samples = 0;
+  double loss = 0;      // mean cross-entropy (no label smoothing)
+  double accuracy = 0;  // a fraction in [0, 1]
+  std::vector<std::int64_t> class_samples;  // (L) samples whose target is each class
+  std::vector<double> per_class_accuracy;   // (L); NaN for a class with no samples
+  std::vector<std::vector<std::int64_t>> confusion;  // (L, L): [target][predicted] counts
+};
+
+// Runs `model` on every batch of `loader` (moved to `device`) with gradients off and the model in
+// eval mode; its previous train/eval mode is restored afterwards. Targets must lie in
+// [0, classes) and the model must give (B, classes) logits; an error says which does not.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, std::int64_t classes,
+                    Device device);
+
+std::string eval_to_json(const EvalResult& result);  // one line
+std::string eval_to_text(const EvalResult& result);  // a small report with the matrix
+
+}  // namespace tandem::train

@@ -1,0 +1,102 @@
+// `tandem train` as a library call: config resolution (defaults, a resumed checkpoint's config,
+// --config FILE, flags), the stages devices -> model -> data -> train -> evaluate -> save, crash-safe
+// checkpoints and resumption, and SIGINT/SIGTERM handling. Argument parsing stays in apps/.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tandem/data/dataset.h"
+#include "tandem/io/checkpoint.h"
+#include "tandem/nn/modules/loss.h"
+#include "tandem/train/config.h"
+#include "tandem/train/devices.h"
+#include "tandem/train/evaluate.h"
+#include "tandem/train/metrics.h"
+#include "tandem/train/progress.h"
+
+namespace tandem::train {
+
+// ---- the data-parallel seam ----
+
+// One global batch's forward + loss + backward, whatever the device layout.
+struct StepResult {
+  double loss = 0;  // mean loss over the global batch
+  std::int64_t samples = 0;
+  std::vector<DeviceFigures> devices;  // one entry per device (replica)
+};
+
+// Runs forward, loss and backward of a global batch and leaves the batch's mean-loss gradients in
+// the model's parameters (the optimizer then steps once). The single-device runner does it on one
+// device; a data-parallel runner splits the batch over replicas and reduces their gradients.
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual StepResult forward_backward(const data::Batch& batch) = 0;
+};
+
+class SingleDeviceRunner final : public StepRunner {
+ public:
+  SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device device,
+                     nn::CrossEntropyLoss criterion);
+  StepResult forward_backward(const data::Batch& batch) override;
+
+ private:
+  std::shared_ptr<nn::Module> model_;
+  Device device_;
+  nn::CrossEntropyLoss criterion_;
+};
+
+// The runner for a layout (the model is moved to the first device): SingleDeviceRunner for one
+// device; for several, nn::DataParallel with replicas made by `factory`.
+std::unique_ptr<StepRunner> make_step_runner(
+    std::shared_ptr<nn::Module> model, const DeviceLayout& layout,
+    const nn::CrossEntropyLoss& criterion,
+    std::function<std::shared_ptr<nn::Module>()> factory = nullptr);
+
+// ---- configuration ----
+
+struct TrainRequest {
+  std::string config_file;  // --config FILE; empty for none
+  // Settings given as flags, by config key, in command-line order (they override everything).
+  std::vector<std::pair<std::string, std::string>> flags;
+  // Test hook: after step N (and any checkpoint it writes), the process kills itself with
+  // SIGKILL, as a crash would. 0: never.
+  std::int64_t kill_at_step = 0;
+};
+
+struct ResolvedConfig {
+  TrainConfig config;  // validated; config.out set to the run directory
+  std::optional<io::FoundCheckpoint> checkpoint;  // what --resume found
+};
+
+// Applies defaults, then (with --resume) the checkpoint's saved config, then the config file,
+// then the flags; finds the checkpoint; validates. Damaged checkpoints met while looking are
+// reported through console.warning and skipped.
+ResolvedConfig resolve_config(const TrainRequest& request, Console& console);
+
+// ---- the run ----
+
+enum class RunStatus : std::uint8_t { Finished, Interrupted };
+
+struct TrainOutcome {
+  RunStatus status = RunStatus::Finished;
+  int signal = 0;  // SIGINT or SIGTERM when interrupted
+  std::string run_dir;
+  std::int64_t step = 0;
+  std::optional<EvalResult> final_eval;
+  // The process exit status: 0, or 128 + signal when interrupted.
+  int exit_status() const { return status == RunStatus::Finished ? 0 : 128 + signal; }
+};
+
+// Trains as `tandem train` does, printing to `console`. Errors (bad data, a model that does not fit,
+// an incompatible checkpoint) throw tandem::Error before anything in the run directory is
+// replaced.
+TrainOutcome run_training(const TrainRequest& request, Console& console);
+
+}  // namespace tandem::train

@@ -1,0 +1,154 @@
+// The parts of DataParallel on their own: the weighted sum and buckets of the host reducer, the
+// replica group's gather and abort, the worker threads, the split helpers and AutoBalancer (fed
+// made-up timings, so nothing depends on this machine's speed).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
+
+#include "tandem/parallel/reducer.h"
+#include "tandem/parallel/replica_group.h"
+#include "tandem/parallel/replica_threads.h"
+#include "tandem/parallel/split.h"
+
+namespace tandem::parallel {
+namespace {
+
+TEST(WeightedSum, OneTimesGIsGBitForBit) {
+  const std::vector<float> g{1.5f, -0.0f, 3.25e-30f, -7.0f};
+  std::vector<float> out(4);
+  weighted_sum<float>(out.data(), nullptr, {g.data()}, {1.0}, 4);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    EXPECT_EQ(std::signbit(out[i]), std::signbit(g[i]));
+    EXPECT_EQ(out[i], g[i]);
+  }
+}
+
+TEST(WeightedSum, SumsInDoubleInTheGivenOrderWithABase) {
+  // 0.75 * a + 0.25 * b + base, per element, rounded once; out may alias a source.
+  std::vector<float> a(3000), b(3000), base(3000);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = 1.0f + static_cast<float>(i) * 1e-3f;
+    b[i] = -2.0f + static_cast<float>(i) * 3e-4f;
+    base[i] = 0.125f;
+  }
+  std::vector<float> expected(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    expected[i] = static_cast<float>(0.125 + 0.75 * static_cast<double>(a[i]) +
+                                     0.25 * static_cast<double>(b[i]));
+  }
+  weighted_sum<float>(a.data(), base.data(), {a.data(), b.data()}, {0.75, 0.25},
+                      static_cast<std::int64_t>(a.size()));
+  EXPECT_EQ(a, expected);
+}
+
+TEST(Buckets, CloseOnceTheyHoldTheLimit) {
+  // Parameters of 400, 400, 800, 100 bytes taken in reverse order with a 500-byte limit.
+  const auto buckets = make_buckets({3, 2, 1, 0}, {400, 400, 800, 100}, 500);
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[0], (std::vector<std::size_t>{3, 2}));  // 100, then 800 closes it
+  EXPECT_EQ(buckets[1], (std::vector<std::size_t>{1, 0}));  // 400 + 400
+}
+
+TEST(ReplicaGroup, GathersInReplicaOrderAcrossThreads) {
+  ReplicaGroup group(3);
+  group.begin_step({true, false, true});  // replica 1 sits this step out
+  std::vector<std::vector<std::vector<double>>> seen(3);
+  std::thread t2([&] { seen[2] = group.all_gather(2, {20.0, 21.0}); });
+  seen[0] = group.all_gather(0, {0.0});
+  t2.join();
+  const std::vector<std::vector<double>> expected{{0.0}, {20.0, 21.0}};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[2], expected);
+  EXPECT_THROW(group.all_gather(1, {1.0}), Error);  // not active in this step
+}
+
+TEST(ReplicaGroup, AbortWakesWaitersAndLaterCalls) {
+  ReplicaGroup group(2);
+  group.begin_step({true, true});
+  std::atomic<bool> aborted{false};
+  std::thread waiter([&] {
+    try {
+      group.all_gather(0, {1.0});  // replica 1 never comes
+    } catch (const ReplicaAborted&) {
+      aborted = true;
+    }
+  });
+  group.abort();
+  waiter.join();
+  EXPECT_TRUE(aborted);
+  EXPECT_THROW(group.all_gather(1, {1.0}), ReplicaAborted);
+  EXPECT_THROW(group.check_not_aborted(), ReplicaAborted);
+  group.begin_step({true, true});  // a new step starts clean
+  EXPECT_NO_THROW(group.check_not_aborted());
+}
+
+TEST(ReplicaThreads, RunsATaskOnEveryThreadAndReturnsTheirExceptions) {
+  ReplicaThreads threads({{.threads = 1}, {.threads = 1}, {.threads = 1}});
+  std::vector<std::thread::id> ids(3);
+  for (int round = 0; round < 3; ++round) {
+    auto errors = threads.run([&](std::size_t i) {
+      ids[i] = std::this_thread::get_id();
+      if (i == 1 && round == 1) throw std::runtime_error("replica 1 failed");
+    });
+    ASSERT_EQ(errors.size(), 3u);
+    EXPECT_FALSE(errors[0]);
+    EXPECT_EQ(static_cast<bool>(errors[1]), round == 1);
+    EXPECT_FALSE(errors[2]);
+  }
+  // Persistent: distinct threads, none of them this one.
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_NE(ids[1], ids[2]);
+  EXPECT_NE(ids[0], std::this_thread::get_id());
+  EXPECT_THROW(ReplicaThreads(std::vector<ThreadSetup>{{.threads = 0}}), Error);
+}
+
+TEST(Split, AtLeastOneSampleEachWhenTheBatchAllows) {
+  const auto shares = split_at_least_one(10, {0.98, 0.01, 0.01});
+  EXPECT_EQ(shares.counts, (std::vector<std::int64_t>{8, 1, 1}));
+  EXPECT_EQ(shares.offsets, (std::vector<std::int64_t>{0, 8, 9}));
+  const auto small = split_at_least_one(2, {0.5, 0.25, 0.25});  // fewer rows than devices
+  EXPECT_EQ(small.counts[0] + small.counts[1] + small.counts[2], 2);
+}
+
+TEST(Split, BalancedProportionsFollowThroughput) {
+  // Device 1 takes twice as long per sample: it gets a third of the batch.
+  const auto p = balanced_proportions({32, 32}, {1.0, 2.0}, {0.5, 0.5});
+  EXPECT_NEAR(p[0], 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(p[1], 1.0 / 3.0, 1e-12);
+  // A device without a measurement keeps its share; the others divide the rest.
+  const auto q = balanced_proportions({10, 0, 30}, {1.0, 0.0, 1.0}, {0.25, 0.5, 0.25});
+  EXPECT_NEAR(q[1], 0.5, 1e-12);
+  EXPECT_NEAR(q[0], 0.125, 1e-12);
+  EXPECT_NEAR(q[2], 0.375, 1e-12);
+}
+
+TEST(AutoBalancer, WarmsUpMeasuresRebalancesAndRechecks) {
+  AutoBalancer b(2,
+                 {.warmup_steps = 1, .measure_steps = 2, .recheck_every = 3, .min_change = 0.01});
+  // Device 1 is three times slower per sample.
+  auto step = [&](std::int64_t n0, std::int64_t n1, bool boundary = true) {
+    return b.record({n0, n1}, {1e-3 * static_cast<double>(n0), 3e-3 * static_cast<double>(n1)},
+                    boundary);
+  };
+  EXPECT_FALSE(step(100, 100));  // warm-up, not measured
+  EXPECT_FALSE(step(16, 16));    // first of two measured steps
+  EXPECT_TRUE(step(16, 16));     // measured: re-balance to 3:1
+  EXPECT_NEAR(b.proportions()[0], 0.75, 1e-12);
+  EXPECT_FALSE(step(24, 8));  // three steps until the next check
+  EXPECT_FALSE(step(24, 8));
+  EXPECT_FALSE(step(24, 8));
+  EXPECT_FALSE(step(24, 8));
+  EXPECT_FALSE(step(24, 8));  // measured again: already balanced, nothing moves
+  EXPECT_NEAR(b.proportions()[0], 0.75, 1e-12);
+  // Not at a cycle boundary: the measurement waits for one.
+  AutoBalancer c(2, {.warmup_steps = 0, .measure_steps = 1, .recheck_every = 0, .min_change = 0.0});
+  EXPECT_FALSE(c.record({10, 10}, {1.0, 3.0}, false));
+  EXPECT_TRUE(c.record({10, 10}, {1.0, 3.0}, true));
+  EXPECT_NEAR(c.proportions()[0], 0.75, 1e-12);
+}
+
+}  // namespace
+}  // namespace tandem::parallel
