@@ -1,10 +1,12 @@
 // Elementwise kernels on the CPU: binary ops with broadcasting, scalar affine maps, unary math
 // and activations with their derivatives, in-place accumulate / scale / fill, casts.
-// Same-shape contiguous operands take a flat loop the compiler vectorises.
+// Same-shape contiguous operands take a flat loop the compiler vectorises; float32 relu and gelu
+// (forward and backward) run oneDNN's eltwise primitives (eltwise.cpp).
 #include <cmath>
 #include <numbers>
 
 #include "tandem/ops/cpu/common.h"
+#include "tandem/ops/cpu/eltwise.h"
 #include "tandem/ops/ops.h"
 #include "tandem/tensor/strided.h"
 
@@ -130,8 +132,23 @@ Tensor pow_scalar(const Tensor& x, double exponent) {
   return y;
 }
 
+// True when a float32 activation can go to oneDNN (contiguous operands of one shape).
+static bool onednn_eltwise(std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = *tensors.begin();
+  for (const Tensor* t : tensors) {
+    if (t->dtype() != DType::Float32 || !t->is_contiguous() || t->shape() != first->shape()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Tensor unary(UnaryOp op, const Tensor& x) {
   cpu::check_operands("unary", {&x});
+  if ((op == UnaryOp::Relu || op == UnaryOp::Gelu) && onednn_eltwise({&x})) {
+    return cpu::eltwise_forward(
+        op == UnaryOp::Relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf, x);
+  }
   Tensor y = cpu::new_like(x.shape(), x);
   visit_floating(x.dtype(), "unary op", [&]<typename T>() {
     switch (op) {
@@ -153,6 +170,9 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 
 Tensor relu_backward(const Tensor& grad_out, const Tensor& y) {
   cpu::check_operands("relu_backward", {&grad_out, &y});
+  if (onednn_eltwise({&grad_out, &y})) {
+    return cpu::eltwise_backward(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, grad_out, y);
+  }
   Tensor g = cpu::new_like(y.shape(), y);
   visit_floating(y.dtype(), "relu_backward", [&]<typename T>() {
     binary_loop<T>(grad_out, y, g, [](T gv, T yv) { return yv > T(0) ? gv : T(0); });
@@ -162,6 +182,9 @@ Tensor relu_backward(const Tensor& grad_out, const Tensor& y) {
 
 Tensor gelu_backward(const Tensor& grad_out, const Tensor& x) {
   cpu::check_operands("gelu_backward", {&grad_out, &x});
+  if (onednn_eltwise({&grad_out, &x})) {
+    return cpu::eltwise_backward(dnnl::algorithm::eltwise_gelu_erf, grad_out, x);
+  }
   Tensor g = cpu::new_like(x.shape(), x);
   visit_floating(x.dtype(), "gelu_backward", [&]<typename T>() {
     binary_loop<T>(grad_out, x, g, [](T gv, T xv) { return gv * gelu_derivative(xv); });
