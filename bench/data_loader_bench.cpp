@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tandem/tandem.h"
+#include "tandem/train/models.h"
 
 namespace tn = tandem;
 
@@ -20,16 +21,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-struct SeedCnn : tn::nn::Module {  // the seed document's Net, for 1x28x28 input
-  tn::nn::Conv2d conv1 = register_module("conv1", tn::nn::Conv2d(1, 16, 3, 1, 1));
-  tn::nn::Conv2d conv2 = register_module("conv2", tn::nn::Conv2d(16, 32, 3, 1, 1));
-  tn::nn::Linear fc = register_module("fc", tn::nn::Linear(32 * 28 * 28, 10));
-  tn::Tensor forward(const tn::Tensor& x) override {
-    tn::Tensor y = conv2(conv1(x));
-    return fc(y.view({y.size(0), -1}));
-  }
-};
 
 }  // namespace
 
@@ -79,7 +70,8 @@ int main(int argc, char** argv) {
 
     if (train_steps > 0) {
       tn::manual_seed(0);
-      auto model = std::make_shared<SeedCnn>();
+      // The seed document's Net for 1x28x28 input, as `tandem train --model seed-cnn` builds it.
+      auto model = std::make_shared<tn::train::SeedCnn>(1, 28, 28, 10);
       tn::optim::SGD opt(model->parameters(), {.lr = 0.001, .momentum = 0.9});
       tn::nn::CrossEntropyLoss criterion;
       tn::data::DataLoader loader(

@@ -19,5 +19,14 @@ function(tandem_add_layer name)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(tandem_${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
+  # The headers need C++20; say so in the usage requirements so installed-package users get it.
+  target_compile_features(tandem_${name} PUBLIC cxx_std_20)
   tandem_set_warnings(tandem_${name})
+  # Installed and exported as tandem::${name}, the same name as the in-tree alias
+  # (cmake/TandemInstall.cmake writes the package; the headers install from src/tandem).
+  set_target_properties(tandem_${name} PROPERTIES EXPORT_NAME ${name})
+  install(TARGETS tandem_${name} EXPORT tandemTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set_property(GLOBAL APPEND PROPERTY TANDEM_LAYERS ${name})
 endfunction()

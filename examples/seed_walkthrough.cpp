@@ -1,5 +1,7 @@
-// The seed walkthrough (DESIGN.md §1) for Fashion-MNIST's 1x28x28 images: device, the seed's Net,
-// DataLoader, SGD, CrossEntropyLoss, a few steps, evaluation under no-grad, state dict saved.
+// The seed walkthrough (DESIGN.md §1): device, the seed's Net, DataLoader, SGD, CrossEntropyLoss,
+// a few steps, evaluation under no-grad, state dict saved. The Net is the seed's, exactly as
+// written for 3x32x32 CIFAR images — Conv2d(3,16,3,1,1) → Conv2d(16,32,3,1,1) → Linear(32*32*32,10)
+// — with its 1x28x28 variant for Fashion-MNIST; the data's sample shape picks which.
 // Usage: seed_walkthrough [--data SPEC] [--steps N] [--out FILE]   (defaults: fashion-mnist, 100)
 #include <cstdio>
 #include <cstdlib>
@@ -9,10 +11,13 @@
 #include <tandem/tandem.h>
 namespace tn = tandem;
 
-struct Net : tn::nn::Module {  // the seed's model, for 1x28x28 input
-  tn::nn::Conv2d conv1 = register_module("conv1", tn::nn::Conv2d(1, 16, /*k*/ 3, /*s*/ 1, /*p*/ 1));
+struct Net : tn::nn::Module {  // the seed's model: C x S x S images (3x32x32 or 1x28x28)
+  const std::int64_t channels, side;
+  tn::nn::Conv2d conv1 =
+      register_module("conv1", tn::nn::Conv2d(channels, 16, /*k*/ 3, /*s*/ 1, /*p*/ 1));
   tn::nn::Conv2d conv2 = register_module("conv2", tn::nn::Conv2d(16, 32, 3, 1, 1));
-  tn::nn::Linear fc = register_module("fc", tn::nn::Linear(32 * 28 * 28, 10));
+  tn::nn::Linear fc = register_module("fc", tn::nn::Linear(32 * side * side, 10));
+  Net(std::int64_t c, std::int64_t s) : channels(c), side(s) {}
   tn::Tensor forward(const tn::Tensor& input) override {
     tn::Tensor x = conv2(conv1(input));
     return fc(x.view({x.size(0), -1}));
@@ -32,11 +37,18 @@ int main(int argc, char** argv) {
   try {
     tn::Device device("cpu");  // this build's device; a CUDA build would pick "cuda" when present
     tn::manual_seed(0);
-    auto model = std::make_shared<Net>();
-    model->to(device);
-
     auto train = tn::data::parse_data_spec(spec, tn::data::Split::Train);
     auto test = tn::data::parse_data_spec(spec, tn::data::Split::Test);
+    const tn::Shape sample = train->get(0).data.shape();  // (C, H, W)
+    if (sample.size() != 3 || sample[1] != sample[2] || (sample[0] != 3 && sample[0] != 1)) {
+      std::fprintf(stderr, "seed_walkthrough: the seed CNN takes 3xSxS or 1xSxS images, not %s\n",
+                   tn::to_string(sample).c_str());
+      return 2;
+    }
+    auto model = std::make_shared<Net>(sample[0], sample[1]);
+    model->to(device);
+    std::printf("seed CNN for %s images, %lld parameters\n", tn::to_string(sample).c_str(),
+                static_cast<long long>(model->parameter_count()));
     tn::data::DataLoader loader(train, {.batch_size = 64, .shuffle = true, .num_workers = 2,
                                         .transforms = tn::data::default_transforms(spec)});
     tn::optim::SGD opt(model->parameters(), {.lr = 0.001, .momentum = 0.9});

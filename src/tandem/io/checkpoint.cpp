@@ -2,21 +2,21 @@
 #include "tandem/io/checkpoint.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <utility>
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tandem/base/check.h"
+#include "tandem/io/file_util.h"
 #include "tandem/io/safetensors.h"
 
 namespace tandem::io {
@@ -25,52 +25,13 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+constexpr const char* kContext = "checkpoint";  // how file_util's errors begin
 constexpr const char* kFormat = "tandem-checkpoint";
 constexpr int kVersion = 1;
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kPrefix = "step-";
 // The largest file a checkpoint may hold (a guard against a corrupted size field).
 constexpr std::uint64_t kMaxFileBytes = std::uint64_t{1} << 40;
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-std::string errno_text() { return std::strerror(errno); }
-
-void fsync_path(const fs::path& path, bool directory) {
-  Fd fd(::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC));
-  TANDEM_CHECK(fd.get() >= 0, "checkpoint: cannot open '", path.string(), "' to sync: ",
-               errno_text());
-  // Some file systems cannot sync a directory (EINVAL); the rename is then as durable as it gets.
-  TANDEM_CHECK(::fsync(fd.get()) == 0 || (directory && errno == EINVAL), "checkpoint: fsync of '",
-               path.string(), "' failed: ", errno_text());
-}
-
-void write_synced(const fs::path& path, const void* data, std::size_t size) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  TANDEM_CHECK(fd.get() >= 0, "checkpoint: cannot create '", path.string(), "': ", errno_text());
-  const auto* bytes = static_cast<const std::uint8_t*>(data);
-  std::size_t written = 0;
-  while (written < size) {
-    const ssize_t n = ::write(fd.get(), bytes + written, size - written);
-    if (n < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(n > 0, "checkpoint: writing '", path.string(), "' failed: ", errno_text());
-    written += static_cast<std::size_t>(n);
-  }
-  TANDEM_CHECK(::fsync(fd.get()) == 0, "checkpoint: fsync of '", path.string(), "' failed: ",
-               errno_text());
-}
 
 std::vector<std::uint8_t> read_all(const fs::path& path, const std::string& where) {
   std::ifstream in(path, std::ios::binary);
@@ -142,13 +103,13 @@ std::string write_checkpoint(const std::string& dir, std::int64_t step,
   manifest["step"] = step;
   manifest["files"] = Json::array();
   for (const auto& [file, bytes] : files) {
-    write_synced(tmp / file, bytes.data(), bytes.size());
+    write_synced(tmp / file, {{bytes.data(), bytes.size()}}, kContext);
     manifest["files"].push_back(file_entry(file, bytes));
   }
   // The manifest goes last: a directory without one is incomplete.
   const std::string manifest_text = manifest.dump(2) + "\n";
-  write_synced(tmp / kManifest, manifest_text.data(), manifest_text.size());
-  fsync_path(tmp, true);
+  write_synced(tmp / kManifest, {{manifest_text.data(), manifest_text.size()}}, kContext);
+  fsync_path(tmp, true, kContext);
 
   // Replace an older checkpoint of the same step only now that the new one is whole.
   const fs::path aside = parent / (".old-" + name + "-" + pid);
@@ -160,7 +121,7 @@ std::string write_checkpoint(const std::string& dir, std::int64_t step,
   }
   TANDEM_CHECK(::rename(tmp.c_str(), final_path.c_str()) == 0, "checkpoint: rename of '",
                tmp.string(), "' to '", final_path.string(), "' failed: ", errno_text());
-  fsync_path(parent, true);
+  fsync_path(parent, true, kContext);
   if (replacing) fs::remove_all(aside, ec);
   return final_path.string();
 }

@@ -11,7 +11,6 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -20,6 +19,7 @@
 #include <string_view>
 #include <utility>
 
+#include "tandem/io/file_util.h"
 #include "tandem/tensor/factories.h"
 
 namespace tandem::io {
@@ -78,8 +78,6 @@ std::string show_json(const Json& value) {
   if (text.size() > 120) text = text.substr(0, 120) + "...";
   return text;
 }
-
-std::string errno_text(int error) { return std::strerror(error); }
 
 std::optional<DType> dtype_from_safetensors(std::string_view name) {
   for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int64, DType::UInt8}) {
@@ -358,22 +356,6 @@ LoadedTensors load(const std::string& source, std::uint64_t total_bytes, const R
   return out;
 }
 
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
 // What save_safetensors writes: the prefix and padded header, then each tensor's bytes.
 struct Prepared {
   std::string head;          // 8-byte length + header JSON + padding
@@ -429,30 +411,6 @@ Prepared prepare(const nn::StateDict& tensors, const Metadata& metadata, const s
   return out;
 }
 
-void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t written = ::write(fd, p, n);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      TANDEM_FAIL("save_safetensors ", show(path), ": write failed: ", errno_text(errno));
-    }
-    p += written;
-    n -= static_cast<std::size_t>(written);
-  }
-}
-
-void fsync_directory_of(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  TANDEM_CHECK(fd.get() >= 0, "save_safetensors ", show(path), ": cannot open directory ",
-               show(dir.string()), " to sync it: ", errno_text(errno));
-  // Some file systems cannot sync a directory (EINVAL); the rename is then as durable as it gets.
-  TANDEM_CHECK(::fsync(fd.get()) == 0 || errno == EINVAL, "save_safetensors ", show(path),
-               ": fsync of directory ", show(dir.string()), " failed: ", errno_text(errno));
-}
-
 }  // namespace
 
 std::vector<std::uint8_t> to_safetensors_buffer(const nn::StateDict& tensors,
@@ -471,26 +429,11 @@ std::vector<std::uint8_t> to_safetensors_buffer(const nn::StateDict& tensors,
 void save_safetensors(const std::string& path, const nn::StateDict& tensors,
                       const Metadata& metadata) {
   Prepared prepared = prepare(tensors, metadata, path);
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  TANDEM_CHECK(fd.get() >= 0, "save_safetensors ", show(path), ": cannot create ", show(tmp), ": ",
-               errno_text(errno));
-  try {
-    write_all(fd.get(), prepared.head.data(), prepared.head.size(), path);
-    for (const Tensor& t : prepared.host) {
-      if (t.nbytes() > 0) write_all(fd.get(), t.raw_data(), t.nbytes(), path);
-    }
-    TANDEM_CHECK(::fsync(fd.get()) == 0, "save_safetensors ", show(path), ": fsync of ", show(tmp),
-                 " failed: ", errno_text(errno));
-    TANDEM_CHECK(::close(fd.release()) == 0, "save_safetensors ", show(path), ": close of ",
-                 show(tmp), " failed: ", errno_text(errno));
-    TANDEM_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "save_safetensors ", show(path),
-                 ": rename from ", show(tmp), " failed: ", errno_text(errno));
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
+  std::vector<ByteRun> runs{{prepared.head.data(), prepared.head.size()}};
+  for (const Tensor& t : prepared.host) {
+    if (t.nbytes() > 0) runs.push_back({t.raw_data(), t.nbytes()});
   }
-  fsync_directory_of(path);
+  write_atomic(path, runs, "save_safetensors " + show(path));
 }
 
 LoadedTensors load_safetensors(const std::string& path) {

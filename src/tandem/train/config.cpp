@@ -33,20 +33,22 @@ std::string flag_of(std::string_view key) {
   return flag;
 }
 
-std::int64_t parse_int(std::string_view key, std::string_view text) {
-  std::int64_t value = 0;
+// `text` as a whole integer of type Int; an error naming the flag and `what` it should be.
+template <typename Int>
+Int parse_integer(std::string_view key, std::string_view text, const char* what) {
+  Int value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   TANDEM_CHECK(!text.empty() && ec == std::errc() && ptr == text.data() + text.size(), flag_of(key),
-               ": '", text, "' is not an integer");
+               ": '", text, "' is not ", what);
   return value;
 }
 
+std::int64_t parse_int(std::string_view key, std::string_view text) {
+  return parse_integer<std::int64_t>(key, text, "an integer");
+}
+
 std::uint64_t parse_uint(std::string_view key, std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  TANDEM_CHECK(!text.empty() && ec == std::errc() && ptr == text.data() + text.size(), flag_of(key),
-               ": '", text, "' is not a non-negative integer");
-  return value;
+  return parse_integer<std::uint64_t>(key, text, "a non-negative integer");
 }
 
 double parse_double(std::string_view key, std::string_view text) {

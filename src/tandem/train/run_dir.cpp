@@ -1,17 +1,12 @@
 // Run directories and small atomic text writes.
 #include "tandem/train/run_dir.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include "tandem/base/check.h"
+#include "tandem/io/file_util.h"
 
 namespace tandem::train {
 namespace fs = std::filesystem;
@@ -52,25 +47,7 @@ std::string newest_run_with_checkpoints(const std::string& runs) {
 }
 
 void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  TANDEM_CHECK(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      TANDEM_FAIL("writing '", tmp, "' failed: ", std::strerror(err));
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  TANDEM_CHECK(synced, "fsync of '", tmp, "' failed: ", std::strerror(errno));
-  TANDEM_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "renaming '", tmp, "' to '", path,
-               "' failed: ", std::strerror(errno));
+  io::write_atomic(path, {{text.data(), text.size()}}, "run directory");
 }
 
 }  // namespace tandem::train

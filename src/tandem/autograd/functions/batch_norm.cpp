@@ -2,6 +2,7 @@
 // also updates the running stats) and ops::batch_norm_backward. Evaluation: the running stats
 // are constants, so the backward is a per-channel affine map written with elementwise kernels.
 // Shapes: x (N, C, *), weight / bias / running stats (C).
+#include "tandem/autograd/channel_broadcast.h"
 #include "tandem/autograd/functions.h"
 #include "tandem/autograd/record.h"
 
@@ -11,9 +12,8 @@ using autograd::Node;
 using autograd::record;
 using Grads = std::vector<Tensor>;
 
-namespace {
+namespace autograd {
 
-// A (C) tensor viewed as (1, C, 1, ...) to broadcast against an input of rank `rank`.
 Tensor channel_view(const Tensor& t, std::int64_t rank) {
   Shape shape(static_cast<std::size_t>(rank), 1);
   shape[1] = t.size(0);
@@ -21,12 +21,18 @@ Tensor channel_view(const Tensor& t, std::int64_t rank) {
   return make_view(c, shape, contiguous_strides(shape), 0);
 }
 
-// Every dim of a rank-`rank` tensor except the channel dim 1.
 std::vector<std::int64_t> non_channel_dims(std::int64_t rank) {
   std::vector<std::int64_t> dims{0};
   for (std::int64_t i = 2; i < rank; ++i) dims.push_back(i);
   return dims;
 }
+
+}  // namespace autograd
+
+namespace {
+
+using autograd::channel_view;
+using autograd::non_channel_dims;
 
 Tensor eval_mode(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                  const Tensor& weight, const Tensor& bias, double eps) {
