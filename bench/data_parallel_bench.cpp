@@ -87,7 +87,7 @@ double measure(const Config& c, const Batches& data, int steps, bool print_stats
   } else {
     tn::nn::DataParallel dp(model, tn::nn::cpu_replicas(c.replicas),
                             {.split = c.split,
-                             .auto_split = {.warmup_steps = 1, .measure_steps = 2},
+                             .auto_split = {.warmup_steps = 2, .measure_steps = 4},
                              .threads_per_replica = c.threads,
                              .pinning = c.pinning,
                              .parameter_sync = c.sync,

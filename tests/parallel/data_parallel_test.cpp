@@ -21,7 +21,7 @@ using nn::SplitPolicy;
 
 // The one-device references run on this thread with one oneDNN thread, as the replicas do: the
 // suite shares two cores with others, and waiting OpenMP teams would only slow it down.
-[[maybe_unused]] const bool kOneThread = [] {
+[[maybe_unused]] const bool single_threaded = [] {
   omp_set_num_threads(1);
   return true;
 }();

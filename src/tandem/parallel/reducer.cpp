@@ -69,6 +69,7 @@ std::vector<std::size_t> reverse_order(std::size_t n) {
 
 std::vector<std::size_t> param_bytes(const std::vector<Tensor>& params) {
   std::vector<std::size_t> nbytes;
+  nbytes.reserve(params.size());
   for (const Tensor& p : params) nbytes.push_back(p.nbytes());
   return nbytes;
 }
@@ -208,6 +209,7 @@ void reduce_param(const Tensor& master, const Tensor& base, const std::vector<Te
   const bool fresh = !out.defined() || !out.is_contiguous();
   if (fresh) out = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
   std::vector<const T*> srcs;
+  srcs.reserve(grads.size());
   for (const Tensor& g : grads) srcs.push_back(g.data<T>());
   weighted_sum<T>(out.data<T>(), base.defined() ? base.data<T>() : nullptr, srcs, coeffs,
                   master.numel());

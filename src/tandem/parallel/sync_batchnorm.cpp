@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tandem/autograd/channel_broadcast.h"
 #include "tandem/autograd/record.h"
 #include "tandem/ops/ops.h"
 #include "tandem/tensor/factories.h"
@@ -13,21 +14,9 @@
 namespace tandem::parallel {
 namespace {
 
+using autograd::channel_view;
+using autograd::non_channel_dims;
 using ops::BinaryOp;
-
-// A (C) tensor viewed as (1, C, 1, ...) to broadcast against an input of rank `rank`.
-Tensor channel_view(const Tensor& t, std::int64_t rank) {
-  Shape shape(static_cast<std::size_t>(rank), 1);
-  shape[1] = t.size(0);
-  Tensor c = contiguous_copy(t);
-  return make_view(c, shape, contiguous_strides(shape), 0);
-}
-
-std::vector<std::int64_t> non_channel_dims(std::int64_t rank) {
-  std::vector<std::int64_t> dims{0};
-  for (std::int64_t i = 2; i < rank; ++i) dims.push_back(i);
-  return dims;
-}
 
 std::vector<double> host_values(const Tensor& t) { return copy_to(t, kCPU).to_vector<double>(); }
 
@@ -59,7 +48,7 @@ Tensor sync_batch_norm(const Tensor& x_in, const Tensor& running_mean, const Ten
   const std::int64_t channels = x.size(1);
   const auto dims = non_channel_dims(rank);
   const auto c_count = static_cast<std::size_t>(channels);
-  const double m = static_cast<double>(x.numel() / channels);
+  const double m = static_cast<double>(x.numel()) / static_cast<double>(channels);
 
   // Local statistics about a rounded centre a: mean = a + sum(x - a) / m and
   // M2 = sum((x - a)^2) - sum(x - a)^2 / m, accurate even where |mean| >> std.
@@ -108,7 +97,7 @@ Tensor sync_batch_norm(const Tensor& x_in, const Tensor& running_mean, const Ten
     invstd[c] = 1.0 / std::sqrt(var[c] + eps);
   }
   const Tensor mean_t = channel_tensor(mean, x);
-  const Tensor y = ops::batch_norm_eval(x, weight, bias, mean_t, channel_tensor(var, x), eps);
+  Tensor y = ops::batch_norm_eval(x, weight, bias, mean_t, channel_tensor(var, x), eps);
   update_running(running_mean, mean, momentum);
   update_running(running_var, unbiased, momentum);
 

@@ -343,6 +343,8 @@ class DataParallelRunner final : public StepRunner {
     return out;
   }
 
+  void optimizer_step(optim::Optimizer& optimizer) override { dp_.step(optimizer); }
+
  private:
   nn::DataParallel dp_;
   nn::CrossEntropyLoss criterion_;
@@ -546,7 +548,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
       const StepResult r = runner->forward_backward(batch);
       TANDEM_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ",
                    step + 1, " (try a lower --lr)");
-      optimizer->step();
+      runner->optimizer_step(*optimizer);
       if (schedule) schedule->step();
       ++step;
       checkpoint_is_current = false;

@@ -14,6 +14,7 @@
 #include "tandem/data/dataset.h"
 #include "tandem/io/checkpoint.h"
 #include "tandem/nn/modules/loss.h"
+#include "tandem/optim/optimizer.h"
 #include "tandem/train/config.h"
 #include "tandem/train/devices.h"
 #include "tandem/train/evaluate.h"
@@ -38,6 +39,9 @@ class StepRunner {
  public:
   virtual ~StepRunner() = default;
   virtual StepResult forward_backward(const data::Batch& batch) = 0;
+  // The optimizer update after forward_backward: on the calling thread for one device; on a
+  // replica thread (whose OpenMP team is already warm) for DataParallel.
+  virtual void optimizer_step(optim::Optimizer& optimizer) { optimizer.step(); }
 };
 
 class SingleDeviceRunner final : public StepRunner {
