@@ -75,6 +75,11 @@ Generator& default_generator() {
   return generator;
 }
 
+std::mutex& default_generator_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 
 namespace tandem {
 
@@ -38,7 +39,10 @@ class Generator {
 };
 
 // The process-wide default generator (for init and dropout when none is given), like torch's.
+// Code that may run on several threads at once (DataParallel replicas) draws from it only while
+// holding default_generator_mutex().
 Generator& default_generator();
+std::mutex& default_generator_mutex();
 void manual_seed(std::uint64_t seed);
 
 // Philox4x32-10 on one 128-bit counter with a 64-bit key.
