@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "tandem/tandem.h"
 
 namespace tandem::data::testing {
@@ -81,17 +82,8 @@ inline Bytes idx_bytes(const std::vector<std::uint32_t>& dims, const Bytes& data
   return out;
 }
 
-// The message of the Error `f` throws ("" and a test failure when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tandem::Error";
-  return "";
-}
+// The message of the Error a callable throws (tests/support/errors.h).
+using tandem::testing::error_of;
 
 // Expects every piece in the message.
 #define TANDEM_EXPECT_ERROR_HAS(message, ...)                                 \

@@ -5,12 +5,14 @@
 
 #include <cmath>
 
+#include "errors.h"
 #include "gradcheck.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
 namespace {
 
+using testing::error_of;
 using testing::allclose;
 using testing::gradcheck;
 using testing::random_input;
@@ -28,15 +30,6 @@ Tensor cos_ramp(const Shape& shape, double step, DType dtype = DType::Float64) {
   std::vector<double> v(static_cast<std::size_t>(numel(shape)));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::cos(static_cast<double>(i) * step);
   return from_vector(v, shape, {.dtype = dtype});
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(BatchNorm, TrainingMatchesPyTorch) {

@@ -5,24 +5,17 @@
 
 #include <cmath>
 
+#include "errors.h"
 #include "gradcheck.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
 namespace {
 
+using testing::error_of;
 using testing::allclose;
 using testing::gradcheck;
 using testing::random_input;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(Cat, ValuesAlongDims0And1) {
   Tensor a = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});

@@ -6,12 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include "errors.h"
 #include "gradcheck.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
 namespace {
 
+using testing::error_of;
+using testing::expect_contains;
 using testing::allclose;
 using testing::gradcheck;
 using testing::random_input;
@@ -19,22 +22,6 @@ using testing::random_input;
 Conv2dParams params(std::array<std::int64_t, 2> stride, std::array<std::int64_t, 2> padding,
                     std::array<std::int64_t, 2> dilation = {1, 1}, std::int64_t groups = 1) {
   return {.stride = stride, .padding = padding, .dilation = dilation, .groups = groups};
-}
-
-// The message of the error `f` throws (fails the test when it throws none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
-
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
 class ConvBothDtypes : public ::testing::TestWithParam<DType> {};

@@ -5,12 +5,14 @@
 
 #include <cmath>
 
+#include "errors.h"
 #include "gradcheck.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
 namespace {
 
+using testing::error_of;
 using testing::allclose;
 using testing::gradcheck;
 using testing::random_input;
@@ -21,15 +23,6 @@ Tensor snippet_logits(DType dtype) {
     v[i] = std::sin(static_cast<double>(i) * 0.7 + 0.3) * 2;
   }
   return from_vector(v, {3, 4}, {.dtype = dtype});
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(CrossEntropy, MatchesPyTorch) {

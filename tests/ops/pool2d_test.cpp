@@ -6,12 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include "errors.h"
 #include "gradcheck.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
 namespace {
 
+using testing::error_of;
+using testing::expect_contains;
 using testing::allclose;
 using testing::gradcheck;
 using testing::random_input;
@@ -20,21 +23,6 @@ Pool2dParams pool(std::int64_t kernel, std::int64_t stride, std::int64_t padding
                   bool ceil_mode = false, bool count_include_pad = true) {
   return {.kernel = {kernel, kernel}, .stride = {stride, stride}, .padding = {padding, padding},
           .ceil_mode = ceil_mode, .count_include_pad = count_include_pad};
-}
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
-
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
 // 1..n*n as a (1, 1, n, n) tensor.
