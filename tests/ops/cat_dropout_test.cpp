@@ -12,8 +12,8 @@
 namespace tandem {
 namespace {
 
-using testing::error_of;
 using testing::allclose;
+using testing::error_of;
 using testing::gradcheck;
 using testing::random_input;
 

@@ -7,23 +7,17 @@
 
 #include "errors.h"
 #include "gradcheck.h"
+#include "snippet_logits.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
 namespace {
 
-using testing::error_of;
 using testing::allclose;
+using testing::error_of;
 using testing::gradcheck;
 using testing::random_input;
-
-Tensor snippet_logits(DType dtype) {
-  std::vector<double> v(12);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    v[i] = std::sin(static_cast<double>(i) * 0.7 + 0.3) * 2;
-  }
-  return from_vector(v, {3, 4}, {.dtype = dtype});
-}
+using testing::snippet_logits;
 
 TEST(CrossEntropy, MatchesPyTorch) {
   // Produced once with PyTorch 1.13 (/usr/bin/python3), printed rounded to 10 decimals:

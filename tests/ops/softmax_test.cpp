@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "snippet_logits.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
@@ -14,15 +15,7 @@ namespace {
 using testing::allclose;
 using testing::gradcheck;
 using testing::random_input;
-
-// sin(i * 0.7 + 0.3) * 2 for i = 0..11 as (3, 4): the logits of the PyTorch snippet below.
-Tensor snippet_logits(DType dtype) {
-  std::vector<double> v(12);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    v[i] = std::sin(static_cast<double>(i) * 0.7 + 0.3) * 2;
-  }
-  return from_vector(v, {3, 4}, {.dtype = dtype});
-}
+using testing::snippet_logits;
 
 TEST(Softmax, MatchesPyTorch) {
   // Produced once with PyTorch 1.13 (/usr/bin/python3), printed rounded to 10 decimals:

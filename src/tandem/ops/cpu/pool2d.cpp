@@ -174,27 +174,34 @@ Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& indices_in,
   return gx;
 }
 
-Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
-  check_input("avg_pool2d", x_in);
-  const Shape y_shape = pool2d_output_shape(x_in.shape(), p, "avg_pool2d");
-  Tensor x = cpu::contig(x_in);
+namespace {
+
+// One averaging cell: the input rows and columns an output element covers, and what their sum is
+// divided by.
+struct AvgCell {
+  Window h, w;
+  std::int64_t divisor;
+};
+
+// y (planes, P, Q) = the sum over each cell(oh, ow) of x (planes, H, W), divided by its divisor.
+template <typename CellOf>
+Tensor average_cells(const char* op, const Tensor& x, const Shape& y_shape, CellOf cell_of) {
   Tensor y = cpu::new_like(y_shape, x);
   const std::int64_t planes = y_shape[0] * y_shape[1], h = x.size(2), w = x.size(3);
   const std::int64_t ph = y_shape[2], pw = y_shape[3];
-  visit_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
+  visit_floating(x.dtype(), op, [&]<typename T>() {
     const T* px = x.data<T>();
     T* py = y.data<T>();
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       const T* xp = px + plane * h * w;
       for (std::int64_t oh = 0; oh < ph; ++oh) {
-        const Window wh = clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h);
         for (std::int64_t ow = 0; ow < pw; ++ow) {
-          const Window ww = clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w);
+          const AvgCell c = cell_of(oh, ow);
           T acc = 0;
-          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
-            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * w + iw];
+          for (std::int64_t ih = c.h.start; ih < c.h.end; ++ih) {
+            for (std::int64_t iw = c.w.start; iw < c.w.end; ++iw) acc += xp[ih * w + iw];
           }
-          py[(plane * ph + oh) * pw + ow] = acc / static_cast<T>(avg_divisor(oh, ow, h, w, p));
+          py[(plane * ph + oh) * pw + ow] = acc / static_cast<T>(c.divisor);
         }
       }
     }
@@ -202,12 +209,10 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   return y;
 }
 
-Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape,
-                           const Pool2dParams& p) {
-  const char* op = "avg_pool2d_backward";
-  cpu::check_operands(op, {&grad_out_in});
-  check_grad_out(op, grad_out_in, pool2d_output_shape(x_shape, p, op));
-  Tensor g = cpu::contig(grad_out_in);
+// The backward of average_cells: gx (planes, H, W) receives each g (planes, P, Q) element divided
+// by its cell's divisor, spread over the cell.
+template <typename CellOf>
+Tensor spread_cells(const char* op, const Tensor& g, const Shape& x_shape, CellOf cell_of) {
   Tensor gx = cpu::new_like(x_shape, g);
   fill_(gx, 0.0);
   const std::int64_t planes = x_shape[0] * x_shape[1], h = x_shape[2], w = x_shape[3];
@@ -218,19 +223,50 @@ Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape,
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       T* gxp = pgx + plane * h * w;
       for (std::int64_t oh = 0; oh < ph; ++oh) {
-        const Window wh = clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h);
         for (std::int64_t ow = 0; ow < pw; ++ow) {
-          const Window ww = clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w);
-          const T share =
-              pg[(plane * ph + oh) * pw + ow] / static_cast<T>(avg_divisor(oh, ow, h, w, p));
-          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
-            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) gxp[ih * w + iw] += share;
+          const AvgCell c = cell_of(oh, ow);
+          const T share = pg[(plane * ph + oh) * pw + ow] / static_cast<T>(c.divisor);
+          for (std::int64_t ih = c.h.start; ih < c.h.end; ++ih) {
+            for (std::int64_t iw = c.w.start; iw < c.w.end; ++iw) gxp[ih * w + iw] += share;
           }
         }
       }
     }
   });
   return gx;
+}
+
+// The cells of avg_pool2d (clipped windows, PyTorch's divisor) and of adaptive_avg_pool2d.
+auto avg_cells(const Pool2dParams& p, std::int64_t h, std::int64_t w) {
+  return [&p, h, w](std::int64_t oh, std::int64_t ow) {
+    return AvgCell{clipped_window(oh, p.kernel[0], p.stride[0], p.padding[0], h),
+                   clipped_window(ow, p.kernel[1], p.stride[1], p.padding[1], w),
+                   avg_divisor(oh, ow, h, w, p)};
+  };
+}
+
+auto adaptive_cells(std::int64_t ph, std::int64_t pw, std::int64_t h, std::int64_t w) {
+  return [=](std::int64_t oh, std::int64_t ow) {
+    const Window wh = adaptive_window(oh, ph, h), ww = adaptive_window(ow, pw, w);
+    return AvgCell{wh, ww, (wh.end - wh.start) * (ww.end - ww.start)};
+  };
+}
+
+}  // namespace
+
+Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+  check_input("avg_pool2d", x_in);
+  const Shape y_shape = pool2d_output_shape(x_in.shape(), p, "avg_pool2d");
+  Tensor x = cpu::contig(x_in);
+  return average_cells("avg_pool2d", x, y_shape, avg_cells(p, x.size(2), x.size(3)));
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape,
+                           const Pool2dParams& p) {
+  const char* op = "avg_pool2d_backward";
+  cpu::check_operands(op, {&grad_out_in});
+  check_grad_out(op, grad_out_in, pool2d_output_shape(x_shape, p, op));
+  return spread_cells(op, cpu::contig(grad_out_in), x_shape, avg_cells(p, x_shape[2], x_shape[3]));
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x_in, std::array<std::int64_t, 2> output_size) {
@@ -241,29 +277,9 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, std::array<std::int64_t, 2> outpu
   TANDEM_CHECK(x_in.size(2) >= 1 && x_in.size(3) >= 1, op, ": input ", show(x_in.shape()),
                " has an empty plane");
   Tensor x = cpu::contig(x_in);
-  const std::int64_t ph = output_size[0], pw = output_size[1], h = x.size(2), w = x.size(3);
-  Tensor y = cpu::new_like({x.size(0), x.size(1), ph, pw}, x);
-  const std::int64_t planes = x.size(0) * x.size(1);
-  visit_floating(x.dtype(), op, [&]<typename T>() {
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    for (std::int64_t plane = 0; plane < planes; ++plane) {
-      const T* xp = px + plane * h * w;
-      for (std::int64_t oh = 0; oh < ph; ++oh) {
-        const Window wh = adaptive_window(oh, ph, h);
-        for (std::int64_t ow = 0; ow < pw; ++ow) {
-          const Window ww = adaptive_window(ow, pw, w);
-          T acc = 0;
-          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
-            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * w + iw];
-          }
-          const auto count = static_cast<T>((wh.end - wh.start) * (ww.end - ww.start));
-          py[(plane * ph + oh) * pw + ow] = acc / count;
-        }
-      }
-    }
-  });
-  return y;
+  const std::int64_t ph = output_size[0], pw = output_size[1];
+  return average_cells(op, x, {x.size(0), x.size(1), ph, pw},
+                       adaptive_cells(ph, pw, x.size(2), x.size(3)));
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape) {
@@ -274,29 +290,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_sh
                op, ": grad_out ", show(grad_out_in.shape()), " does not match input ",
                show(x_shape));
   Tensor g = cpu::contig(grad_out_in);
-  Tensor gx = cpu::new_like(x_shape, g);
-  fill_(gx, 0.0);
-  const std::int64_t planes = x_shape[0] * x_shape[1], h = x_shape[2], w = x_shape[3];
-  const std::int64_t ph = g.size(2), pw = g.size(3);
-  visit_floating(g.dtype(), op, [&]<typename T>() {
-    const T* pg = g.data<T>();
-    T* pgx = gx.data<T>();
-    for (std::int64_t plane = 0; plane < planes; ++plane) {
-      T* gxp = pgx + plane * h * w;
-      for (std::int64_t oh = 0; oh < ph; ++oh) {
-        const Window wh = adaptive_window(oh, ph, h);
-        for (std::int64_t ow = 0; ow < pw; ++ow) {
-          const Window ww = adaptive_window(ow, pw, w);
-          const auto count = static_cast<T>((wh.end - wh.start) * (ww.end - ww.start));
-          const T share = pg[(plane * ph + oh) * pw + ow] / count;
-          for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
-            for (std::int64_t iw = ww.start; iw < ww.end; ++iw) gxp[ih * w + iw] += share;
-          }
-        }
-      }
-    }
-  });
-  return gx;
+  return spread_cells(op, g, x_shape, adaptive_cells(g.size(2), g.size(3), x_shape[2], x_shape[3]));
 }
 
 }  // namespace tandem::ops
