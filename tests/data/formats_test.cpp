@@ -352,6 +352,10 @@ TEST(Csv, BadLabels) {
   TANDEM_EXPECT_ERROR_HAS(error_of([] { parse_csv("7,1,2\n", "l.csv", {.label_column = 3}); }),
                           "l.csv:1:1: label column 3 is outside the 3 columns");
   TANDEM_EXPECT_ERROR_HAS(error_of([] { parse_csv("7\n", "l.csv"); }), "l.csv:1:1: 1 column(s)");
+  // The class count (largest label + 1) sizes a model's output layer: labels are bounded.
+  TANDEM_EXPECT_ERROR_HAS(error_of([] { parse_csv("1,2,0\n1,2,2147483647\n", "l.csv"); }),
+                          "l.csv:2:5: field 3 '2147483647'", "below 65536");
+  EXPECT_EQ(parse_csv("1,2,65535\n", "l.csv").num_classes, kMaxCsvClasses);
 }
 
 TEST(Csv, EmptyFilesAndHeaderOnly) {

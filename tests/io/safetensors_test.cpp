@@ -314,6 +314,16 @@ TEST_F(Safetensors, HeaderThatIsNotAJsonObjectIsAnError) {
   EXPECT_TRUE(mentions(load_error(p), {p, "tensor \"a\"", "\"dtype\"", "missing"}));
 }
 
+// Errors quote the offending value, and printing one nested 100000 deep would recurse past the
+// stack; such a header is refused by its depth first.
+TEST_F(Safetensors, DeeplyNestedHeaderIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string p = write_file("deep.safetensors", craft(deep, {}));
+  EXPECT_TRUE(mentions(load_error(p), {p, "header", "nested deeper than 32"}));
+  p = write_file("deep_entry.safetensors", craft("{\"a\": " + deep + "}", {}));
+  EXPECT_TRUE(mentions(load_error(p), {p, "header", "nested deeper than 32"}));
+}
+
 TEST_F(Safetensors, UnknownAndUnsupportedDtypesAreErrors) {
   std::string p = write_file(
       "q7.safetensors", craft(R"({"a": {"dtype": "Q7", "shape": [1], "data_offsets": [0, 4]}})",

@@ -154,28 +154,41 @@ CheckpointContents read_checkpoint(const std::string& path) {
                      entry.contains("crc32") && entry["crc32"].is_number_unsigned(),
                  where, ": ", kManifest, " has a malformed file entry");
     const std::string name = entry["name"].get<std::string>();
+    // Only the three known names, each once: a name is a path, and "/dev/zero" or "../x" must
+    // not make the reader read outside the checkpoint or without end.
+    bool* const seen = name == "model.safetensors"   ? &have_model
+                       : name == "state.safetensors" ? &have_state
+                       : name == "state.json"        ? &have_json
+                                                     : nullptr;
+    TANDEM_CHECK(seen != nullptr, where, ": ", kManifest, " field \"name\": ",
+                 entry["name"].dump(-1, ' ', true, Json::error_handler_t::replace),
+                 " is not model.safetensors, state.safetensors or state.json");
+    TANDEM_CHECK(!*seen, where, ": ", kManifest, " field \"name\": ", name, " is listed twice");
     const auto bytes_expected = entry["bytes"].get<std::uint64_t>();
-    TANDEM_CHECK(bytes_expected <= kMaxFileBytes, where, ": ", name, " claims ", bytes_expected,
-                 " bytes");
+    TANDEM_CHECK(bytes_expected <= kMaxFileBytes, where, ": ", kManifest, " field \"bytes\": ",
+                 name, " claims ", bytes_expected, " bytes");
     const fs::path file = dir / name;
-    TANDEM_CHECK(fs::exists(file), where, ": ", name, " is missing");
+    std::error_code ec;
+    TANDEM_CHECK(fs::is_regular_file(file, ec), where, ": ", name, " is missing");
+    // The size before the contents: nothing is read from a file the manifest does not describe.
+    const std::uintmax_t size = fs::file_size(file, ec);
+    TANDEM_CHECK(!ec && size == bytes_expected, where, ": ", name, " is ", size,
+                 " bytes, the manifest says ", bytes_expected, " (truncated or damaged)");
     const std::vector<std::uint8_t> bytes = read_all(file, where);
     TANDEM_CHECK(bytes.size() == bytes_expected, where, ": ", name, " is ", bytes.size(),
                  " bytes, the manifest says ", bytes_expected, " (truncated or damaged)");
     const std::uint32_t crc = crc32_of(bytes.data(), bytes.size());
-    TANDEM_CHECK(crc == entry["crc32"].get<std::uint32_t>(), where, ": ", name,
+    TANDEM_CHECK(crc == entry["crc32"].get<std::uint64_t>(), where, ": ", name,
                  " fails its CRC-32 check (damaged)");
     const std::string source = path + "/" + name;
     if (name == "model.safetensors") {
       contents.model = from_safetensors_buffer(bytes, source).tensors;
-      have_model = true;
     } else if (name == "state.safetensors") {
       contents.state_tensors = from_safetensors_buffer(bytes, source).tensors;
-      have_state = true;
-    } else if (name == "state.json") {
+    } else {
       contents.state_json.assign(bytes.begin(), bytes.end());
-      have_json = true;
     }
+    *seen = true;
   }
   TANDEM_CHECK(have_model && have_state && have_json, where,
                ": the manifest does not list model.safetensors, state.safetensors and state.json");

@@ -32,6 +32,9 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::uint64_t kPrefixBytes = 8;
 constexpr const char* kMetadataKey = "__metadata__";
+// The format nests three levels (header, tensor, shape); errors print values, and printing a
+// value nested much deeper would recurse past the stack.
+constexpr int kMaxHeaderDepth = 32;
 
 // A name or value as it appears in an error: quoted, non-printable bytes escaped, long ones cut.
 std::string show(std::string_view text) {
@@ -150,10 +153,15 @@ class HeaderParser {
     std::vector<std::set<std::string>> open_objects;
     std::string duplicate;
     bool duplicate_is_name = false;
-    auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    bool too_deep = false;
+    auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
       switch (event) {
         case Json::parse_event_t::object_start:
           open_objects.emplace_back();
+          too_deep = too_deep || depth > kMaxHeaderDepth;
+          break;
+        case Json::parse_event_t::array_start:
+          too_deep = too_deep || depth > kMaxHeaderDepth;
           break;
         case Json::parse_event_t::object_end:
           if (!open_objects.empty()) open_objects.pop_back();
@@ -179,6 +187,7 @@ class HeaderParser {
     } catch (const Json::exception& e) {
       fail("field \"header\": not valid JSON (", printable(e.what()), ")");
     }
+    if (too_deep) fail("field \"header\": JSON nested deeper than ", kMaxHeaderDepth, " levels");
     if (!duplicate.empty()) {
       if (duplicate_is_name) fail("field \"name\": duplicate tensor name ", show(duplicate));
       fail("field ", show(duplicate), ": appears twice in one object of the header");

@@ -162,7 +162,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
                            to_string(t.shape()));
     }
   }
-  for (auto& [n, t] : state) {
+  for (const auto& entry : state) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& n = entry.first;
     if (std::none_of(own.begin(), own.end(), [&](const auto& p) { return p.first == n; })) {
       unexpected.push_back(n);
     }

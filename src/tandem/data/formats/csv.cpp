@@ -120,8 +120,10 @@ CsvTable parse_csv(std::string_view text, std::string_view name, const CsvOption
       TANDEM_CHECK(status != NumberStatus::OutOfRange, where(), " is out of range");
       TANDEM_CHECK(std::isfinite(v), where(), " is not a finite number");
       if (j == label_col) {
-        TANDEM_CHECK(v >= 0 && v < 2147483648.0 && v == std::floor(v), where(),
-                     ": a label must be a non-negative integer");
+        // The class count is the largest label + 1 and sizes the model's output layer, so a
+        // label is bounded like any other size read from a file.
+        TANDEM_CHECK(v >= 0 && v < static_cast<double>(kMaxCsvClasses) && v == std::floor(v),
+                     where(), ": a label must be a non-negative integer below ", kMaxCsvClasses);
         const auto label = static_cast<std::int64_t>(v);
         TANDEM_CHECK(options.num_classes == 0 || label < options.num_classes, where(),
                      ": label outside [0, ", options.num_classes, ")");

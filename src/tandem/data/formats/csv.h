@@ -19,6 +19,9 @@ enum class CsvHeader : std::uint8_t {
   Absent,   // every row is data
 };
 
+// Labels lie in [0, kMaxCsvClasses): the class count sizes a model's output layer.
+inline constexpr std::int64_t kMaxCsvClasses = 65536;
+
 struct CsvOptions {
   std::int64_t label_column = -1;  // 0-based; negative counts from the end (-1: the last column)
   CsvHeader header = CsvHeader::Auto;
