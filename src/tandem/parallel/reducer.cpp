@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "tandem/base/check.h"
 #include "tandem/tensor/factories.h"
@@ -162,8 +163,8 @@ void GradientReducer::rebuild_buckets() {
 
 HostReducer::HostReducer(const std::vector<std::vector<Tensor>>& params,
                          const std::vector<std::vector<std::vector<Tensor>>>& stored,
-                         std::size_t bucket_bytes)
-    : GradientReducer(params, stored, bucket_bytes) {
+                         std::size_t bucket_bytes, BucketReduced on_reduced)
+    : GradientReducer(params, stored, bucket_bytes), on_reduced_(std::move(on_reduced)) {
   prepare();
 }
 
@@ -182,6 +183,11 @@ void HostReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
   reduce(bucket);
   reduce_s_[replica] +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (on_reduced_) {
+    std::vector<Tensor> masters;
+    for (std::size_t i : buckets()[bucket]) masters.push_back(params_[0][i]);
+    on_reduced_(masters);
+  }
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -107,13 +108,18 @@ class GradientReducer {
   std::vector<std::size_t> observed_;  // replica 0's ready order in the first communicating step
 };
 
+// Called with a bucket's master parameters once their gradients are summed (on the thread that
+// summed them): how a reducer across processes takes each bucket on while the backward goes on.
+using BucketReduced = std::function<void(const std::vector<Tensor>& params)>;
+
 // CPU replicas: all gradients are in host memory. Each bucket counts the replicas that completed
-// it; the one that completes it last sums it (in the plan's fixed order) into the master's .grad.
+// it; the one that completes it last sums it (in the plan's fixed order) into the master's .grad,
+// then hands it to `on_reduced` (if any).
 class HostReducer final : public GradientReducer {
  public:
   HostReducer(const std::vector<std::vector<Tensor>>& params,
               const std::vector<std::vector<std::vector<Tensor>>>& stored,
-              std::size_t bucket_bytes);
+              std::size_t bucket_bytes, BucketReduced on_reduced = nullptr);
 
  protected:
   void bucket_ready(std::size_t replica, std::size_t bucket) override;
@@ -123,6 +129,7 @@ class HostReducer final : public GradientReducer {
   void reduce(std::size_t bucket);
   std::unique_ptr<std::atomic<std::size_t>[]> arrivals_;
   std::size_t arrival_slots_ = 0;
+  BucketReduced on_reduced_;
 };
 
 }  // namespace tandem::parallel

@@ -1,0 +1,203 @@
+// The cross-process bucket reducer: bucket bookkeeping under one mutex, and a communication
+// thread that flattens each bucket into float64, averages it over the ranks and writes it back.
+#include "tandem/parallel/process_reducer.h"
+
+#include <chrono>
+#include <sstream>
+#include <utility>
+
+#include "tandem/base/check.h"
+#include "tandem/dist/process_group.h"
+#include "tandem/parallel/reducer.h"
+#include "tandem/tensor/factories.h"
+
+namespace tandem::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// out[i] = in[i] * scale for n elements, converted through double.
+template <typename To, typename From>
+void scaled_copy(const From* in, To* out, std::int64_t n, double scale) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(static_cast<double>(in[i]) * scale);
+}
+
+// Copies a gradient into the bucket buffer at `offset` (to_flat) or back out of it, times
+// `scale`; gradient and buffer are float32 or float64 each.
+void transfer(const Tensor& grad, const Tensor& flat, std::int64_t offset, bool to_flat,
+              double scale) {
+  const std::int64_t n = grad.numel();
+  const bool g32 = grad.dtype() == DType::Float32, f32 = flat.dtype() == DType::Float32;
+  if (g32 && f32) {
+    to_flat ? scaled_copy(grad.data<float>(), flat.data<float>() + offset, n, scale)
+            : scaled_copy(flat.data<float>() + offset, grad.data<float>(), n, scale);
+  } else if (g32) {
+    to_flat ? scaled_copy(grad.data<float>(), flat.data<double>() + offset, n, scale)
+            : scaled_copy(flat.data<double>() + offset, grad.data<float>(), n, scale);
+  } else if (f32) {
+    to_flat ? scaled_copy(grad.data<double>(), flat.data<float>() + offset, n, scale)
+            : scaled_copy(flat.data<float>() + offset, grad.data<double>(), n, scale);
+  } else {
+    to_flat ? scaled_copy(grad.data<double>(), flat.data<double>() + offset, n, scale)
+            : scaled_copy(flat.data<double>() + offset, grad.data<double>(), n, scale);
+  }
+}
+
+}  // namespace
+
+struct ProcessReducer::Shared {
+  ProcessReducer* self = nullptr;  // cleared by the destructor; hooks then do nothing
+};
+
+ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params,
+                               std::size_t bucket_bytes)
+    : group_(group), params_(std::move(params)), shared_(std::make_shared<Shared>()) {
+  std::vector<std::size_t> order(params_.size()), nbytes(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const DType dt = params_[i].dtype();
+    TANDEM_CHECK(dt == DType::Float32 || dt == DType::Float64, "ProcessReducer: parameter ", i,
+                 " is ", dtype_name(dt), "; only float32 and float64 parameters are reduced");
+    TANDEM_CHECK(params_[i].device().is_cpu(), "ProcessReducer: parameter ", i, " is on ",
+                 params_[i].device(), "; the cross-process reducer works on host gradients");
+    order[i] = params_.size() - 1 - i;
+    nbytes[i] = params_[i].nbytes();
+    index_of_[params_[i].impl()] = i;
+  }
+  buckets_ = make_buckets(order, nbytes, bucket_bytes);
+  bucket_of_.resize(params_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    std::int64_t n = 0;
+    DType dtype = DType::Float32;  // float64 when any of its parameters is
+    for (std::size_t i : buckets_[b]) {
+      bucket_of_[i] = b;
+      n += params_[i].numel();
+      if (params_[i].dtype() == DType::Float64) dtype = DType::Float64;
+    }
+    flat_.push_back(empty({n}, {.dtype = dtype}));
+  }
+  pending_.resize(buckets_.size());
+  handed_.assign(buckets_.size(), false);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].size();
+  shared_->self = this;
+  thread_ = std::thread([this] { loop(); });
+}
+
+ProcessReducer::~ProcessReducer() {
+  shared_->self = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void ProcessReducer::attach_hooks() {
+  const std::weak_ptr<Shared> weak = shared_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    params_[i].register_grad_ready_hook([weak, i](const Tensor&) {
+      if (const auto shared = weak.lock(); shared && shared->self) shared->self->param_ready(i);
+    });
+  }
+}
+
+void ProcessReducer::arm() {
+  std::lock_guard lock(mutex_);
+  armed_ = true;
+}
+
+void ProcessReducer::params_ready(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params) {
+    if (const auto it = index_of_.find(p.impl()); it != index_of_.end()) param_ready(it->second);
+  }
+}
+
+void ProcessReducer::param_ready(std::size_t param) {
+  std::lock_guard lock(mutex_);
+  if (!armed_) return;
+  const std::size_t b = bucket_of_[param];
+  if (pending_[b] > 0 && --pending_[b] == 0) {
+    handed_[b] = true;
+    changed_.notify_all();
+  }
+}
+
+void ProcessReducer::finish() {
+  const auto start = Clock::now();
+  std::unique_lock lock(mutex_);
+  armed_ = false;
+  std::fill(handed_.begin(), handed_.end(), true);
+  changed_.notify_all();
+  changed_.wait(lock, [&] { return done_ == buckets_.size(); });
+  stats_.wait_s += seconds_since(start);
+  if (error_) std::rethrow_exception(error_);  // every later step fails the same way
+  next_ = 0;
+  done_ = 0;
+  std::fill(handed_.begin(), handed_.end(), false);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].size();
+}
+
+void ProcessReducer::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stopping_ || (next_ < buckets_.size() && handed_[next_]); });
+    if (stopping_) return;
+    const std::size_t b = next_;
+    if (!error_) {
+      lock.unlock();
+      std::exception_ptr failed;
+      const auto start = Clock::now();
+      try {
+        reduce(b);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      lock.lock();
+      stats_.communication_s += seconds_since(start);
+      ++stats_.buckets;
+      if (failed) error_ = failed;
+    }
+    ++next_;
+    ++done_;
+    changed_.notify_all();
+  }
+}
+
+void ProcessReducer::reduce(std::size_t bucket) {
+  const Tensor& flat = flat_[bucket];
+  std::int64_t offset = 0;
+  for (std::size_t i : buckets_[bucket]) {
+    const Tensor& p = params_[i];
+    if (!p.grad().defined()) p.set_grad(zeros(p.shape(), {.dtype = p.dtype()}));
+    TANDEM_CHECK(p.grad().is_contiguous(), "ProcessReducer: a non-contiguous gradient");
+    transfer(p.grad(), flat, offset, /*to_flat=*/true, 1.0);
+    offset += p.numel();
+  }
+  group_.all_reduce(flat, dist::ReduceOp::Sum);
+  const double mean = 1.0 / static_cast<double>(group_.size());
+  offset = 0;
+  for (std::size_t i : buckets_[bucket]) {
+    transfer(params_[i].grad(), flat, offset, /*to_flat=*/false, mean);
+    offset += params_[i].numel();
+  }
+}
+
+std::string ProcessReducer::layout() const {
+  std::ostringstream out;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    out << "bucket " << b << ":";
+    for (std::size_t i : buckets_[b]) out << " " << i;
+    out << "\n";
+  }
+  return out.str();
+}
+
+CommStats ProcessReducer::take_stats() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(stats_, CommStats{});
+}
+
+}  // namespace tandem::parallel

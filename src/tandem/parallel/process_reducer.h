@@ -1,0 +1,87 @@
+// ProcessReducer: gradient buckets averaged across processes (ranks of a dist::ProcessGroup)
+// while backward runs, as DistributedDataParallel does. A complete bucket goes to this process's
+// communication thread, which all-reduces the buckets one by one in index order (the same order
+// on every rank: Gloo's ring sums in a fixed order too) in their parameters' dtype, and writes
+// the means back. Not a replica reducer: within a process, HostReducer (reducer.h) sums the
+// replicas first.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "tandem/tensor/tensor.h"
+
+namespace tandem::dist {
+class ProcessGroup;
+}
+
+namespace tandem::parallel {
+
+struct CommStats {
+  double communication_s = 0;  // the communication thread inside all-reduces
+  double wait_s = 0;           // the caller blocked in finish() for the last buckets
+  std::int64_t buckets = 0;
+};
+
+class ProcessReducer {
+ public:
+  // params: the model's parameters in registration order; buckets of about bucket_bytes are cut
+  // in reverse order (the order backward produces them).
+  ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params, std::size_t bucket_bytes);
+  ~ProcessReducer();
+  ProcessReducer(const ProcessReducer&) = delete;
+  ProcessReducer& operator=(const ProcessReducer&) = delete;
+
+  // Registers gradient-ready hooks on the parameters, so an armed backward hands buckets over as
+  // they complete. Without them, finish() reduces every bucket after the backward.
+  void attach_hooks();
+  // The coming backward produces this step's final gradients.
+  void arm();
+  // Parameter `param`'s gradient is final for this step (from the hooks, or from a replica
+  // reducer once it has summed the replicas); ignored unless armed. Any thread.
+  void param_ready(std::size_t param);
+  // The same for parameter tensors (a replica reducer's bucket); other tensors are ignored.
+  void params_ready(const std::vector<Tensor>& params);
+  // Hands every bucket not yet handed over to the thread (all of them, without hooks) and waits
+  // until all are averaged across the ranks. Rethrows a communication failure.
+  void finish();
+
+  const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
+  // "conv1.weight ..." style description of the bucket layout, for the ranks' fingerprint check.
+  std::string layout() const;
+  CommStats take_stats();
+
+ private:
+  struct Shared;
+  void loop();
+  void reduce(std::size_t bucket);
+
+  dist::ProcessGroup& group_;
+  std::vector<Tensor> params_;
+  std::vector<std::vector<std::size_t>> buckets_;
+  std::vector<std::size_t> bucket_of_;  // [param]
+  std::unordered_map<const TensorImpl*, std::size_t> index_of_;
+  std::shared_ptr<Shared> shared_;  // what the hooks reach (weakly)
+  std::vector<Tensor> flat_;        // [bucket] its gradients, flattened
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool armed_ = false, stopping_ = false;
+  std::vector<std::size_t> pending_;  // [bucket] gradients still to come
+  std::vector<bool> handed_;          // [bucket] handed to the thread this step
+  std::size_t next_ = 0;              // the thread's next bucket
+  std::size_t done_ = 0;              // buckets reduced this step
+  std::exception_ptr error_;
+  CommStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace tandem::parallel

@@ -1,0 +1,181 @@
+// The distributed step: [first step: fingerprint check, rank 0's weights to all] -> the local
+// runner's forward/backward -> the cross-process bucket reduction -> one all-gather of every
+// rank's loss, counts and timings, so rank 0's metrics describe the whole global batch.
+#include "tandem/train/distributed.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <set>
+
+#include "tandem/base/check.h"
+#include "tandem/dist/consistency.h"
+#include "tandem/dist/env.h"
+#include "tandem/dist/init.h"
+#include "tandem/parallel/process_reducer.h"
+#include "tandem/tensor/factories.h"
+
+namespace tandem::train {
+namespace {
+
+constexpr std::size_t kBucketBytes = 1 << 20;
+constexpr int kFigures = 11;  // per rank: loss sum, samples, correct, 8 DeviceFigures figures
+
+// The parameters that get gradients, each once (tied weights count once), with their names.
+nn::NamedTensors trainable(const nn::Module& model) {
+  nn::NamedTensors out;
+  std::set<const TensorImpl*> seen;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p.requires_grad() && seen.insert(p.impl()).second) out.emplace_back(name, p);
+  }
+  return out;
+}
+
+class DistributedRunner final : public StepRunner {
+ public:
+  DistributedRunner(std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
+                    std::shared_ptr<parallel::ProcessReducer> reducer)
+      : local_(std::move(local)),
+        group_(job.group),
+        named_(trainable(model)),
+        reducer_(std::move(reducer)) {}
+
+  StepResult forward_backward(const data::Batch& batch) override {
+    if (first_) {
+      first_ = false;
+      std::vector<dist::ParamInfo> params;
+      for (const auto& [name, p] : named_) params.push_back({name, p.shape(), p.dtype()});
+      dist::check_same_model(*group_, params, reducer_->layout());
+      for (const auto& [name, p] : named_) group_->broadcast(p, 0);  // rank 0's weights
+    }
+    reducer_->arm();
+    StepResult r = local_->forward_backward(batch);
+    reducer_->finish();
+    const parallel::CommStats comm = reducer_->take_stats();
+    return gather(r, comm);
+  }
+
+  void optimizer_step(optim::Optimizer& optimizer) override { local_->optimizer_step(optimizer); }
+
+ private:
+  // Every rank's figures (this process's devices summed into one row per rank, the
+  // communication thread's time as reduction, the caller's wait for it as waiting).
+  StepResult gather(const StepResult& local, const parallel::CommStats& comm) const {
+    DeviceFigures mine;
+    for (const DeviceFigures& d : local.devices) mine += d;
+    mine.reduction_s += comm.communication_s;
+    mine.wait_s += comm.wait_s;
+    Tensor row = empty({kFigures}, {.dtype = DType::Float64});
+    double* v = row.data<double>();
+    const double values[kFigures] = {local.loss * static_cast<double>(local.samples),
+                                     static_cast<double>(local.samples),
+                                     static_cast<double>(local.correct),
+                                     mine.seconds,
+                                     mine.forward_s,
+                                     mine.backward_s,
+                                     mine.reduction_s,
+                                     mine.optimizer_s,
+                                     mine.wait_s,
+                                     static_cast<double>(mine.samples),
+                                     static_cast<double>(mine.peak_bytes)};
+    std::copy(values, values + kFigures, v);
+    Tensor all = empty({group_->size(), kFigures}, {.dtype = DType::Float64});
+    group_->all_gather(row, all);
+    StepResult out;
+    double loss_sum = 0;
+    const double* a = all.data<double>();
+    for (int r = 0; r < group_->size(); ++r, a += kFigures) {
+      loss_sum += a[0];
+      out.samples += static_cast<std::int64_t>(a[1]);
+      out.correct += static_cast<std::int64_t>(a[2]);
+      out.devices.push_back({.device = "rank " + std::to_string(r),
+                             .samples = static_cast<std::int64_t>(a[9]),
+                             .seconds = a[3],
+                             .forward_s = a[4],
+                             .backward_s = a[5],
+                             .reduction_s = a[6],
+                             .optimizer_s = a[7],
+                             .wait_s = a[8],
+                             .peak_bytes = static_cast<std::int64_t>(a[10])});
+    }
+    out.loss = out.samples > 0 ? loss_sum / static_cast<double>(out.samples) : 0;
+    return out;
+  }
+
+  std::unique_ptr<StepRunner> local_;
+  std::shared_ptr<dist::ProcessGroup> group_;
+  nn::NamedTensors named_;
+  std::shared_ptr<parallel::ProcessReducer> reducer_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+Job join_job(std::chrono::milliseconds comm_timeout) {
+  const std::optional<dist::WorldInfo> world = dist::world_from_env();
+  if (!world || world->world_size == 1) return {};
+  dist::ProcessGroupOptions options;
+  options.timeout = comm_timeout;
+  return Job{dist::init_process_group(*world, options)};
+}
+
+std::int64_t local_batch_size(const Job& job, std::int64_t global_batch) {
+  TANDEM_CHECK(global_batch % job.size() == 0, "--batch-size ", global_batch,
+               " (the global batch) does not divide among ", job.size(),
+               " processes; choose a multiple of ", job.size());
+  return global_batch / job.size();
+}
+
+std::shared_ptr<const data::Sampler> shard_sampler(const Job& job, std::int64_t dataset_size) {
+  return std::make_shared<data::DistributedSampler>(
+      dataset_size,
+      data::DistributedSamplerOptions{
+          .rank = job.rank(), .world_size = job.size(), .shuffle = true, .tail = data::Tail::Pad});
+}
+
+std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, const nn::Module& model,
+                                                            std::size_t devices,
+                                                            RunnerOptions& options) {
+  if (!job.group) return nullptr;
+  std::vector<Tensor> params;
+  for (const auto& [name, p] : trainable(model)) params.push_back(p);
+  auto reducer = std::make_shared<parallel::ProcessReducer>(*job.group, params, kBucketBytes);
+  if (devices > 1) {
+    const std::weak_ptr<parallel::ProcessReducer> weak = reducer;
+    options.on_bucket_reduced = [weak](const std::vector<Tensor>& bucket) {
+      if (const auto r = weak.lock()) r->params_ready(bucket);
+    };
+  } else if (options.accumulate == 1) {
+    reducer->attach_hooks();  // with accumulation, only the last backward's hooks would count
+  }
+  return reducer;
+}
+
+std::unique_ptr<StepRunner> make_distributed_runner(
+    std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
+    std::shared_ptr<parallel::ProcessReducer> reducer) {
+  return std::make_unique<DistributedRunner>(std::move(local), job, model, std::move(reducer));
+}
+
+std::string agree_on(const Job& job, const std::string& text) {
+  return job.group ? dist::broadcast_string(*job.group, text) : text;
+}
+
+int agree_on_stop(const Job& job, int requested) {
+  if (!job.group) return requested;
+  Tensor mine = empty({1}, {.dtype = DType::Int64});
+  mine.data<std::int64_t>()[0] = requested;
+  Tensor all = empty({job.size()}, {.dtype = DType::Int64});
+  job.group->all_gather(mine, all);
+  const std::int64_t* v = all.data<std::int64_t>();
+  return static_cast<int>(*std::max_element(v, v + job.size()));
+}
+
+bool test_kill_applies(const Job& job) {
+  const char* restart = std::getenv("TANDEM_RESTART_COUNT");
+  if (restart && std::string(restart) != "0") return false;
+  const char* rank = std::getenv("TANDEM_TEST_KILL_RANK");
+  return !rank || std::atoi(rank) == job.rank();
+}
+
+}  // namespace tandem::train

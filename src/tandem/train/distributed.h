@@ -1,0 +1,62 @@
+// Multi-process training for the trainer: joining the job a launcher started, the rank's shard
+// of every epoch, and the step runner that averages gradients over the ranks (bucket by bucket,
+// overlapped with the backward on one device per process), checks before the first step that
+// every rank trains the same model, and gathers every rank's figures into the step's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "tandem/data/sampler.h"
+#include "tandem/dist/process_group.h"
+#include "tandem/nn/module.h"
+#include "tandem/parallel/process_reducer.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::train {
+
+// This process's place in a job; a single process has no group.
+struct Job {
+  std::shared_ptr<dist::ProcessGroup> group;
+  int rank() const { return group ? group->rank() : 0; }
+  int size() const { return group ? group->size() : 1; }
+  bool distributed() const { return group != nullptr; }
+  bool writes_files() const { return rank() == 0; }  // run directory, checkpoints, model, report
+};
+
+// Joins the job the environment describes (RANK/WORLD_SIZE, mpirun's or Slurm's variables;
+// the store from TANDEM_STORE), when it has more than one process; else a single-process Job.
+Job join_job(std::chrono::milliseconds comm_timeout);
+
+// The rank's batch: the global batch divided by the ranks (an error naming both when it does not
+// divide), and its shard of every epoch (a DistributedSampler: disjoint, the same count on every
+// rank, so local batch k of every rank together is the single-process global batch k).
+std::int64_t local_batch_size(const Job& job, std::int64_t global_batch);
+std::shared_ptr<const data::Sampler> shard_sampler(const Job& job, std::int64_t dataset_size);
+
+// The cross-process reduction of `model`'s trainable gradients (null for a single process), made
+// before this process's runner so that the buckets go across while the backward runs: with
+// several devices each bucket DataParallel has summed (through options.on_bucket_reduced), with
+// one device the gradient-ready hooks (when a step is a single backward); else after it.
+std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, const nn::Module& model,
+                                                            std::size_t devices,
+                                                            RunnerOptions& options);
+
+// Wraps the runner of this process's devices: the fingerprint check and rank 0's weights before
+// the first step, the cross-process reduction after each backward, the gathered figures.
+std::unique_ptr<StepRunner> make_distributed_runner(
+    std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
+    std::shared_ptr<parallel::ProcessReducer> reducer);
+
+// Rank 0's text on every rank (the run directory a fresh run picks, for example).
+std::string agree_on(const Job& job, const std::string& text);
+
+// The stop signal any rank received (the largest), so that every rank stops after the same step.
+int agree_on_stop(const Job& job, int requested);
+
+// Whether --test-kill-at-step applies to this process: on the ranks TANDEM_TEST_KILL_RANK names
+// (all when unset), and only in a launcher's first attempt (TANDEM_RESTART_COUNT 0 or unset).
+bool test_kill_applies(const Job& job);
+
+}  // namespace tandem::train
