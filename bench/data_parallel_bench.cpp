@@ -1,11 +1,13 @@
 // DataParallel throughput on CPU replicas: the seed CNN (1x28x28 -> conv 16 -> conv 32 -> linear
 // 10) on random data at global batch 64 and 256, one device with one thread against cpu:2 (two
 // replicas, one thread each) and the other placements; images/s and scaling efficiency, plus the
-// optimizer-placement measurement quoted in data_parallel.h. A benchmark, not a test.
+// optimizer-placement measurement quoted in data_parallel.h, and the ceiling: two trainings of
+// half the batch that share nothing, run at once. A benchmark, not a test.
 // Usage: data_parallel_bench [--steps 20] [--rounds 5] [--batches 64,256]
 #include <omp.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,7 +39,9 @@ tn::Tensor loss_fn(const tn::Tensor& out, const tn::Tensor& y) {
 
 struct Config {
   std::string name;
-  int replicas = 0;  // 0: plain training on one (fresh) thread, no DataParallel
+  int replicas = 0;     // 0: plain training on one (fresh) thread, no DataParallel
+  int independent = 0;  // > 0: that many unrelated trainings on their own threads, each on
+                        // 1/independent of the batch, sharing nothing: what the hardware allows
   int threads = 1;
   tn::nn::Pinning pinning = tn::nn::Pinning::None;
   tn::nn::ParameterSync sync = tn::nn::ParameterSync::Shared;
@@ -68,7 +72,32 @@ double measure(const Config& c, const Batches& data, int steps, bool print_stats
   const long batch = data.x[0].size(0);
   const int warmup = 3;
   double seconds = 0.0;
-  if (c.replicas == 0) {
+  if (c.independent > 0) {
+    const long part = batch / c.independent;
+    std::vector<std::thread> workers;
+    std::barrier warm(c.independent);  // the timing starts when every worker is warm
+    Clock::time_point t0;
+    for (int w = 0; w < c.independent; ++w) {
+      workers.emplace_back([&, w] {
+        omp_set_num_threads(c.threads);
+        auto own = std::make_shared<SeedCnn>();
+        tn::optim::SGD own_opt(own->parameters(), {.lr = 0.001, .momentum = 0.9});
+        for (int i = 0; i < warmup + steps; ++i) {
+          if (i == warmup) {
+            warm.arrive_and_wait();
+            if (w == 0) t0 = Clock::now();
+          }
+          const tn::Tensor x = data.x[i % data.x.size()].narrow(0, w * part, part);
+          const tn::Tensor y = data.y[i % data.y.size()].narrow(0, w * part, part);
+          own_opt.zero_grad();
+          loss_fn(own->forward(x), y).backward();
+          own_opt.step();
+        }
+      });
+    }
+    for (auto& t : workers) t.join();
+    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  } else if (c.replicas == 0) {
     // A fresh thread: oneDNN primitives are cached per thread and keep the thread count they
     // were created with, so reusing this thread's cache across configurations would be wrong.
     std::thread worker([&] {
@@ -191,6 +220,7 @@ int main(int argc, char** argv) {
        .threads = 1,
        .split = tn::nn::SplitPolicy::Auto},
       {.name = "cpu:2, micro-shards of 16", .replicas = 2, .threads = 1, .micro_shard = 16},
+      {.name = "ceiling: 2 independent half-batch trainings", .independent = 2, .threads = 1},
   };
   for (long batch : batches) {
     const Batches data = make_batches(batch, 4);

@@ -1,8 +1,10 @@
 // Training throughput of tandem on Fashion-MNIST for the reference models (seed CNN, CNN, MLP),
 // printing one JSON line per epoch in the same form as ../shared/anchors/pytorch_fmnist.py, so
-// bench/compare can put both side by side. A benchmark, not a test.
+// bench/compare can put both side by side. The step goes through the trainer's step runner, as
+// in `tandem train`: one device, or DataParallel replicas with --devices cpu:N. A benchmark, not
+// a test.
 // Usage: train_throughput [--model seed-cnn|cnn|mlp] [--batch-size 64] [--epochs 1]
-//                         [--max-steps N] [--threads N] [--seed 0]
+//                         [--max-steps N] [--threads N] [--devices cpu|cpu:N] [--seed 0]
 #include <omp.h>
 
 #include <chrono>
@@ -11,13 +13,15 @@
 #include <string>
 
 #include "tandem/tandem.h"
+#include "tandem/train/devices.h"
 #include "tandem/train/models.h"
+#include "tandem/train/trainer.h"
 
 namespace tn = tandem;
 
 
 int main(int argc, char** argv) {
-  std::string model_name = "seed-cnn";
+  std::string model_name = "seed-cnn", devices = "cpu";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -28,6 +32,7 @@ int main(int argc, char** argv) {
     else if (flag == "--max-steps") max_steps = std::atol(v);
     else if (flag == "--threads") threads = std::atol(v);
     else if (flag == "--seed") seed = std::atol(v);
+    else if (flag == "--devices") devices = v;
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
       return 2;
@@ -37,10 +42,18 @@ int main(int argc, char** argv) {
   tn::manual_seed(static_cast<std::uint64_t>(seed));
 
   std::shared_ptr<tn::nn::Module> model;
+  std::unique_ptr<tn::train::StepRunner> runner;
+  tn::train::DeviceLayout layout;
   try {
     // The same registry `tandem train --model` uses (the anchor script's architectures).
-    model = tn::train::make_model(tn::train::parse_model_kind(model_name),
-                                  {.sample_shape = {1, 28, 28}, .classes = 10});
+    const tn::train::ModelKind kind = tn::train::parse_model_kind(model_name);
+    const tn::train::InputSpec input{.sample_shape = {1, 28, 28}, .classes = 10};
+    model = tn::train::make_model(kind, input);
+    layout = tn::train::parse_devices(devices);
+    runner = tn::train::make_step_runner(
+        model, layout, tn::nn::CrossEntropyLoss(),
+        [kind, input] { return tn::train::make_model(kind, input); },
+        {.threads = static_cast<int>(threads)});
   } catch (const tn::Error& e) {
     std::fprintf(stderr, "train_throughput: %s\n", e.what());
     return 2;
@@ -55,7 +68,6 @@ int main(int argc, char** argv) {
                                           .transforms = {tn::data::ToFloat()}});
   const double lr = model_name == "seed-cnn" ? 0.001 : 0.01;
   tn::optim::SGD opt(model->parameters(), {.lr = lr, .momentum = 0.9});
-  tn::nn::CrossEntropyLoss criterion;
 
   long step = 0;
   for (long epoch = 0; epoch < epochs; ++epoch) {
@@ -63,13 +75,12 @@ int main(int argc, char** argv) {
     long seen = 0;
     double total = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    for (auto& [data, target] : loader) {
+    for (const tn::data::Batch& batch : loader) {
       opt.zero_grad();
-      tn::Tensor loss = criterion((*model)(data), target);
-      loss.backward();
-      opt.step();
-      seen += data.size(0);
-      total += loss.item() * static_cast<double>(data.size(0));
+      const tn::train::StepResult r = runner->forward_backward(batch);
+      runner->optimizer_step(opt);
+      seen += r.samples;
+      total += r.loss * static_cast<double>(r.samples);
       if (++step == max_steps) break;
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -85,10 +96,11 @@ int main(int argc, char** argv) {
         count += static_cast<long>(p.size());
       }
     }
-    std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"cpu\", \"batch_size\": %ld, "
+    std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"%s\", \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
                 "\"loss\": %.4f, \"test_accuracy\": %.4f}\n",
-                model_name.c_str(), batch_size, omp_get_max_threads(), epoch + 1, seen / dt, dt,
+                model_name.c_str(), devices.c_str(), batch_size,
+                threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1, seen / dt, dt,
                 total / static_cast<double>(seen), static_cast<double>(correct) / count);
     std::fflush(stdout);
     if (step == max_steps) break;

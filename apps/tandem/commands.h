@@ -13,5 +13,7 @@ using Command = std::function<int()>;
 Command add_devices_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
+Command add_launch_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
 
 }  // namespace tandem::app

@@ -15,11 +15,14 @@ int main(int argc, char** argv) {
   const tandem::app::Command devices = tandem::app::add_devices_command(app);
   const tandem::app::Command train = tandem::app::add_train_command(app);
   const tandem::app::Command eval = tandem::app::add_eval_command(app);
+  const tandem::app::Command launch = tandem::app::add_launch_command(app);
+  const tandem::app::Command report = tandem::app::add_report_command(app);
   if (argc > 1 && argv[1][0] != '-') {
     const std::string command = argv[1];
-    if (command != "devices" && command != "train" && command != "eval") {
-      std::fprintf(stderr, "tandem: error: unknown command '%s' (expected devices, train or eval; "
-                   "see tandem --help)\n", command.c_str());
+    if (command != "devices" && command != "train" && command != "eval" && command != "launch" &&
+        command != "report") {
+      std::fprintf(stderr, "tandem: error: unknown command '%s' (expected devices, train, eval, "
+                   "launch or report; see tandem --help)\n", command.c_str());
       return 2;
     }
   }
@@ -42,6 +45,8 @@ int main(int argc, char** argv) {
   try {
     if (chosen->get_name() == "devices") return devices();
     if (chosen->get_name() == "train") return train();
+    if (chosen->get_name() == "launch") return launch();
+    if (chosen->get_name() == "report") return report();
     return eval();
   } catch (const tandem::Error& e) {
     std::fflush(stdout);

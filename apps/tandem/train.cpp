@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "tandem/base/check.h"
+#include "tandem/dist/env.h"
 #include "tandem/train/trainer.h"
 
 namespace tandem::app {
@@ -33,7 +35,18 @@ constexpr FlagHelp kFlags[] = {
     {"weight_decay", "Weight decay (default 0)"},
     {"schedule", "none (default), step, cosine, warmup or onecycle, stepped per optimizer step"},
     {"label_smoothing", "Cross-entropy label smoothing in [0, 1] (default 0)"},
-    {"devices", "auto (default: every GPU, else the CPU), cpu, cpu:N, cuda, cuda:0,cuda:1"},
+    {"devices", "auto (default: every GPU; without one, whichever of one CPU device with every "
+                "core and one replica per core trains this model faster, measured), cpu, cpu:N "
+                "(N replicas), cuda, cuda:0,cuda:1"},
+    {"split", "How a global batch is shared among devices: even (default), auto (by measured "
+              "speed, re-checked during training) or proportions such as 3:2:2:3"},
+    {"sync_batchnorm", "true: batch-norm statistics over the global batch, not each replica's "
+                       "slice (default false)"},
+    {"accumulate", "Cut each global batch into K micro-batches, one forward/backward each, "
+                   "gradients summed before the one optimizer step (default 1)"},
+    {"threads", "Threads per device, i.e. per replica (default 0: the cores shared out)"},
+    {"micro_shard", "Cut each global batch into fixed shards of N samples: with --deterministic "
+                    "the weights are then bit-identical on any cpu:N (default 0: off)"},
     {"workers", "Data loader worker threads (default 2)"},
     {"seed", "Seed of initialisation, shuffling and augmentation (default 0)"},
     {"out", "Run directory (default runs/<UTC timestamp>)"},
@@ -43,6 +56,8 @@ constexpr FlagHelp kFlags[] = {
                "directory); auto: of --out, else of the newest run under runs/"},
     {"eval_every", "Evaluate every N epochs (default 1; the last epoch always)"},
     {"log_format", "text (default) or json"},
+    {"comm_timeout", "Seconds a collective waits for the other processes of a multi-process run "
+                     "(tandem launch) before failing with the rank at fault named (default 60)"},
 };
 
 std::string flag_name(const char* key) {
@@ -59,6 +74,8 @@ struct TrainFlags {
   std::vector<std::pair<std::string, CLI::Option*>> options;
   bool deterministic = false;
   CLI::Option* deterministic_option = nullptr;
+  bool tensorboard = false;
+  CLI::Option* tensorboard_option = nullptr;
   std::int64_t kill_at_step = 0;
 };
 
@@ -78,6 +95,9 @@ Command add_train_command(CLI::App& app) {
   flags->deterministic_option = cmd->add_flag(
       "--deterministic", flags->deterministic,
       "Same seed, same devices: bit-identical weights, also across a kill and --resume");
+  flags->tensorboard_option = cmd->add_flag(
+      "--tensorboard", flags->tensorboard,
+      "Also write TensorBoard event files (scalars) into the run directory");
   cmd->add_option("--test-kill-at-step", flags->kill_at_step,
                   "Testing only: SIGKILL this process after step N")
       ->group("");
@@ -88,6 +108,7 @@ Command add_train_command(CLI::App& app) {
       if (option->count() > 0) request.flags.emplace_back(key, flags->values[key]);
     }
     if (flags->deterministic_option->count() > 0) request.flags.emplace_back("deterministic", "true");
+    if (flags->tensorboard_option->count() > 0) request.flags.emplace_back("tensorboard", "true");
     request.kill_at_step = flags->kill_at_step;
 
     // The console style depends on --log-format, which may come from the config file.
@@ -96,8 +117,13 @@ Command add_train_command(CLI::App& app) {
     for (const auto& [key, text] : request.flags) {
       if (key == "log_format") train::set_from_text(probe, key, text);
     }
-    train::Console console(stdout, stderr,
-                           train::console_style_for(stdout, probe.log_format == train::LogFormat::Json));
+    // In a multi-process run (tandem launch) only rank 0 reports progress; the others print
+    // warnings and errors only.
+    const auto world = dist::world_from_env();
+    std::FILE* out = world && world->rank != 0 ? std::fopen("/dev/null", "w") : stdout;
+    TANDEM_CHECK(out != nullptr, "cannot open /dev/null");
+    train::Console console(out, stderr,
+                           train::console_style_for(out, probe.log_format == train::LogFormat::Json));
     const train::TrainOutcome outcome = train::run_training(request, console);
     if (outcome.status == train::RunStatus::Finished && outcome.final_eval) {
       console.stage("done", "test accuracy " +

@@ -45,6 +45,15 @@ std::vector<Json> jsonl(const fs::path& path) {
   return lines;
 }
 
+// metrics.jsonl's step and epoch lines: the "run" line of each start or resume left out.
+std::vector<Json> records(const fs::path& path) {
+  std::vector<Json> lines;
+  for (Json& line : jsonl(path)) {
+    if (line["kind"] != "run") lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 std::size_t count_lines(const std::string& text) {
   std::size_t n = 0;
   for (char c : text) n += c == '\n';
@@ -126,7 +135,12 @@ TEST_F(CliTest, TrainWritesTheRunDirectory) {
   EXPECT_EQ(config["lr"], 0.01);  // the mlp's SGD default, resolved
   EXPECT_EQ(config["devices"], "auto");
 
-  const std::vector<Json> lines = jsonl(dir_ / "run/metrics.jsonl");
+  const Json run_line = jsonl(dir_ / "run/metrics.jsonl").front();  // what the run trains on what
+  EXPECT_EQ(run_line["kind"], "run");
+  EXPECT_EQ(run_line["model"], "mlp");
+  EXPECT_EQ(run_line["total_steps"], 12);
+  EXPECT_TRUE(fs::exists(dir_ / "run/report.html"));
+  const std::vector<Json> lines = records(dir_ / "run/metrics.jsonl");
   std::vector<Json> steps, epochs;
   for (const Json& line : lines) (line["kind"] == "step" ? steps : epochs).push_back(line);
   ASSERT_EQ(steps.size(), 12u);  // 96 / 16 = 6 steps per epoch
@@ -135,16 +149,22 @@ TEST_F(CliTest, TrainWritesTheRunDirectory) {
     EXPECT_EQ(steps[i]["step"], static_cast<int>(i) + 1);
     EXPECT_EQ(steps[i]["epoch"], i < 6 ? 1 : 2);
     for (const char* key : {"loss", "lr", "images_per_s"}) EXPECT_TRUE(steps[i][key].is_number()) << key;
-    ASSERT_EQ(steps[i]["devices"].size(), 1u);
-    EXPECT_EQ(steps[i]["devices"][0]["device"], "cpu");
-    EXPECT_EQ(steps[i]["devices"][0]["samples"], 16);
+    // --devices auto measured one CPU device against one replica per core: either may win.
+    const std::size_t devices = run_line["layout"] == "cpu" ? 1u : 2u;
+    ASSERT_EQ(steps[i]["devices"].size(), devices);
+    EXPECT_EQ(steps[i]["devices"][0]["device"], devices == 1 ? "cpu" : "cpu:0");
+    std::int64_t samples = 0;
+    for (const Json& d : steps[i]["devices"]) samples += d["samples"].get<std::int64_t>();
+    EXPECT_EQ(samples, 16);
   }
   for (const Json& e : epochs) {
     const double accuracy = e["test_accuracy"].get<double>();
     EXPECT_GE(accuracy, 0.0);
     EXPECT_LE(accuracy, 1.0);
     EXPECT_TRUE(e["test_loss"].is_number());
-    EXPECT_EQ(e["devices"][0]["samples"], 96);
+    std::int64_t samples = 0;
+    for (const Json& d : e["devices"]) samples += d["samples"].get<std::int64_t>();
+    EXPECT_EQ(samples, 96);
   }
   EXPECT_EQ(epochs[1]["step"], 12);
 
@@ -190,7 +210,7 @@ TEST_F(CliTest, ConfigFileGivesSettingsAndFlagsOverrideIt) {
   EXPECT_EQ(config["batch_size"], 32);
   EXPECT_EQ(config["lr"], 0.05);
   EXPECT_EQ(config["optimizer"], "adam");
-  EXPECT_EQ(jsonl(dir_ / "a/metrics.jsonl").size(), 3u);  // 2 steps + 1 epoch line
+  EXPECT_EQ(records(dir_ / "a/metrics.jsonl").size(), 3u);  // 2 steps + 1 epoch line
 
   std::ofstream(dir_ / "c.toml") << "[train]\nmodel = \"mlp\"\ndata = \"synthetic:1x8x8:4:64\"\n"
                                     "epochs = 1\nbatch_size = 16\nschedule = \"cosine\"\n"
@@ -202,7 +222,7 @@ TEST_F(CliTest, ConfigFileGivesSettingsAndFlagsOverrideIt) {
   EXPECT_EQ(config["schedule"], "cosine");
   EXPECT_EQ(config["label_smoothing"], 0.1);
   EXPECT_EQ(config["deterministic"], true);
-  const std::vector<Json> lines = jsonl(dir_ / "b/metrics.jsonl");
+  const std::vector<Json> lines = records(dir_ / "b/metrics.jsonl");
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_GT(lines[0]["lr"].get<double>(), lines[3]["lr"].get<double>());  // cosine decays
 
@@ -234,8 +254,8 @@ TEST_F(CliTest, KilledAndResumedRunIsBitIdentical) {
   ASSERT_FALSE(a.empty());
   EXPECT_TRUE(a == b) << "resumed weights differ from the uninterrupted run's";
   // The metrics of the redone steps are not duplicated, and the losses agree.
-  const std::vector<Json> straight = jsonl(dir_ / "straight/metrics.jsonl");
-  const std::vector<Json> resumed = jsonl(dir_ / "crashed/metrics.jsonl");
+  const std::vector<Json> straight = records(dir_ / "straight/metrics.jsonl");
+  const std::vector<Json> resumed = records(dir_ / "crashed/metrics.jsonl");
   ASSERT_EQ(straight.size(), resumed.size());
   for (std::size_t i = 0; i < straight.size(); ++i) {
     EXPECT_EQ(straight[i]["step"], resumed[i]["step"]);
@@ -305,7 +325,7 @@ TEST_F(CliTest, CpuReplicasTrainDataParallelWithPerDeviceFigures) {
   const Result r = tandem(std::string(kMlpRun) + " --epochs 1 --devices cpu:2 --out run");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("==> devices: cpu:0,cpu:1"), std::string::npos) << r.out;
-  const std::vector<Json> lines = jsonl(dir_ / "run/metrics.jsonl");
+  const std::vector<Json> lines = records(dir_ / "run/metrics.jsonl");
   ASSERT_EQ(lines.size(), 7u);
   for (const Json& line : lines) {
     ASSERT_EQ(line["devices"].size(), 2u) << line.dump();
@@ -314,8 +334,50 @@ TEST_F(CliTest, CpuReplicasTrainDataParallelWithPerDeviceFigures) {
     const std::int64_t both = line["devices"][0]["samples"].get<std::int64_t>() +
                               line["devices"][1]["samples"].get<std::int64_t>();
     EXPECT_EQ(both, line["kind"] == "step" ? 16 : 96);
+    // Each replica's own memory (activations, gradients): measured, not left at 0.
+    EXPECT_GT(line["devices"][0]["peak_bytes"].get<std::int64_t>(), 0) << line.dump();
+    EXPECT_GT(line["devices"][1]["peak_bytes"].get<std::int64_t>(), 0) << line.dump();
   }
   EXPECT_EQ(Json::parse(slurp(dir_ / "run/config.json"))["devices"], "cpu:2");
+  EXPECT_NE(r.out.find("peak MiB"), std::string::npos) << r.out;  // the share table
+}
+
+TEST_F(CliTest, SplitAndAccumulateReachTheReplicas) {
+  const Result r = tandem(std::string(kMlpRun) +
+                          " --epochs 1 --devices cpu:2 --split 3:1 --accumulate 2 --out run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<Json> steps;
+  for (const Json& line : jsonl(dir_ / "run/metrics.jsonl")) {
+    if (line["kind"] == "step") steps.push_back(line);
+  }
+  ASSERT_EQ(steps.size(), 6u);
+  // Each global batch of 16 is two micro-batches of 8, each split 6:2.
+  for (const Json& step : steps) {
+    EXPECT_EQ(step["devices"][0]["samples"], 12) << step.dump();
+    EXPECT_EQ(step["devices"][1]["samples"], 4) << step.dump();
+  }
+  const Json config = Json::parse(slurp(dir_ / "run/config.json"));
+  EXPECT_EQ(config["split"], "3:1");
+  EXPECT_EQ(config["accumulate"], 2);
+  expect_bad_input(std::string(kMlpRun) + " --devices cpu:2 --split 1:2:3",
+                   "--split: 1:2:3 gives 3 proportions for 2 devices");
+  expect_bad_input(std::string(kMlpRun) + " --split 3:x", "--split: 'x' in '3:x'");
+  expect_bad_input(std::string(kMlpRun) + " --accumulate 0", "--accumulate: 0");
+}
+
+TEST_F(CliTest, DevicesAutoMeasuresTheCpuLayoutsUnlessDeterministic) {
+  Result r = tandem(std::string(kMlpRun) + " --epochs 1 --out run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  if (r.out.find("auto: measured") == std::string::npos) {
+    // One core: nothing to choose between.
+    EXPECT_NE(r.out.find("==> devices: cpu ("), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("img/s against"), std::string::npos) << r.out;
+  }
+  r = tandem(std::string(kMlpRun) + " --epochs 1 --deterministic --out run2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("auto: measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("==> devices: cpu ("), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, EvalReportsLossAccuracyPerClassAndConfusion) {

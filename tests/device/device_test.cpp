@@ -1,8 +1,12 @@
 // Tests of device names and the backend table on a CPU-only build.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <thread>
+
 #include "tandem/base/check.h"
 #include "tandem/device/allocator.h"
+#include "tandem/device/cpu_allocator.h"
 #include "tandem/device/device.h"
 
 namespace tandem {
@@ -29,6 +33,31 @@ TEST(Backend, CpuAllocatesAlignedMemory) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
   device_free(kCPU, p, 100);
+}
+
+TEST(Backend, MemoryIsChargedToTheAllocatingThreadsAccount) {
+  auto account = std::make_shared<MemoryAccount>();
+  void* unaccounted = device_allocate(kCPU, 1000);
+  void* big = nullptr;
+  void* small = nullptr;
+  {
+    const MemoryAccountScope scope(account);
+    big = device_allocate(kCPU, 200 * 1024);  // cached-size block: rounded to 4 KiB pages
+    small = device_allocate(kCPU, 100);       // rounded to 64 bytes
+  }
+  EXPECT_EQ(account->in_use.load(), 200u * 1024 + 128);
+  void* after = device_allocate(kCPU, 4096);  // the scope has ended: not charged
+  EXPECT_EQ(account->in_use.load(), 200u * 1024 + 128);
+  // Freed on another thread: still credited to the account that was charged.
+  std::thread([&] { device_free(kCPU, big, 200 * 1024); }).join();
+  EXPECT_EQ(account->in_use.load(), 128u);
+  EXPECT_EQ(account->peak.load(), 200u * 1024 + 128);
+  account->reset_peak();
+  EXPECT_EQ(account->peak.load(), 128u);
+  device_free(kCPU, small, 100);
+  device_free(kCPU, after, 4096);
+  device_free(kCPU, unaccounted, 1000);
+  EXPECT_EQ(account->in_use.load(), 0u);
 }
 
 TEST(Backend, MissingCudaIsAClearError) {

@@ -532,6 +532,10 @@ TEST(DataParallel, AccountsSamplesAndTimePerDevice) {
       EXPECT_GE(d.reduction_s, 0.0);
       EXPECT_GE(d.wait_s, 0.0);
     }
+    // Each replica's thread allocated its activations and gradients: three times the rows,
+    // more memory (both hold a full set of gradients, so not three times as much).
+    EXPECT_GT(r.devices[1].peak_bytes, 0u);
+    EXPECT_GT(r.devices[0].peak_bytes, r.devices[1].peak_bytes);
     // Exactly one replica completed the (single) bucket last and summed it.
     EXPECT_TRUE((r.devices[0].reduction_s > 0.0) != (r.devices[1].reduction_s > 0.0));
     dp.step(opt);
@@ -550,6 +554,9 @@ TEST(DataParallel, AccountsSamplesAndTimePerDevice) {
   EXPECT_NE(table.find("75.0"), std::string::npos);  // cpu's share of the samples
   const std::string json = nn::to_json(s);
   EXPECT_NE(json.find("{\"device\":\"cpu:1\",\"samples\":12,"), std::string::npos);
+  EXPECT_NE(json.find("\"peak_bytes\":" + std::to_string(s.devices[1].peak_bytes)),
+            std::string::npos);
+  EXPECT_NE(table.find("peak MiB"), std::string::npos);
   EXPECT_NE(json.find("\"micro_steps\":2"), std::string::npos);
 }
 

@@ -210,7 +210,9 @@ TEST(Metrics, LinesAndTruncation) {
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0].rfind("{\"kind\":\"step\",\"step\":1,\"epoch\":1,\"loss\":1.0,", 0), 0u) << lines[0];
-  EXPECT_NE(lines[0].find("\"devices\":[{\"device\":\"cpu\",\"samples\":8,\"seconds\":0.5,\"images_per_s\":16.0}]"),
+  EXPECT_NE(lines[0].find("\"devices\":[{\"device\":\"cpu\",\"samples\":8,\"seconds\":0.5,\"images_per_s\":16.0,"
+                          "\"forward_s\":0.0,\"backward_s\":0.0,\"reduction_s\":0.0,\"optimizer_s\":0.0,"
+                          "\"wait_s\":0.0,\"peak_bytes\":0}]"),
             std::string::npos) << lines[0];
   EXPECT_NE(lines[4].find("\"test_accuracy\":0.75"), std::string::npos);
   std::ofstream(path, std::ios::app) << "{\"kind\":\"step\",\"st";  // a line cut by a crash
@@ -219,6 +221,57 @@ TEST(Metrics, LinesAndTruncation) {
   std::vector<std::string> kept;
   for (std::string l; std::getline(again, l);) kept.push_back(l);
   EXPECT_EQ(kept, (std::vector<std::string>{lines[0], lines[1]}));
+  fs::remove_all(dir);
+}
+
+// The lines the report needs besides the losses: the run line, phase times, train accuracy and
+// the confusion matrix; a resume's truncation keeps the run line (step 0).
+TEST(Metrics, RunLineAndReportFields) {
+  EXPECT_EQ(to_json_line(RunMetrics{.step = 0, .time = 1.5, .model = "mlp", .parameters = 3454,
+                                    .layout = "cpu:0,cpu:1", .device_count = 2, .total_steps = 12}),
+            "{\"kind\":\"run\",\"step\":0,\"time\":1.5,\"model\":\"mlp\",\"parameters\":3454,"
+            "\"data\":\"\",\"input\":\"\",\"classes\":0,\"train_samples\":0,\"test_samples\":0,"
+            "\"layout\":\"cpu:0,cpu:1\",\"device_count\":2,\"ranks\":1,\"batch_size\":0,\"epochs\":0,"
+            "\"steps_per_epoch\":0,\"total_steps\":12,\"optimizer\":\"\",\"lr\":0.0,\"schedule\":\"\"}");
+  const std::string step = to_json_line(StepMetrics{
+      .step = 3, .devices = {{.device = "cpu:1", .samples = 4, .seconds = 0.25, .forward_s = 0.125,
+                              .backward_s = 0.0625, .reduction_s = 0.0625, .wait_s = 0.5,
+                              .peak_bytes = 1 << 20}},
+      .seconds = 1.0, .data_s = 0.25, .accuracy = 0.75, .time = 2.0});
+  for (const char* part : {"\"forward_s\":0.125,\"backward_s\":0.0625,\"reduction_s\":0.0625,"
+                           "\"optimizer_s\":0.0,\"wait_s\":0.5,\"peak_bytes\":1048576}]",
+                           "\"seconds\":1.0,\"data_s\":0.25,\"accuracy\":0.75,\"time\":2.0}"}) {
+    EXPECT_NE(step.find(part), std::string::npos) << part << " in " << step;
+  }
+  const std::string epoch = to_json_line(EpochMetrics{
+      .step = 6, .epoch = 1, .train_accuracy = 0.5, .confusion = {{2, 0}, {1, 1}}});
+  EXPECT_NE(epoch.find("\"train_accuracy\":0.5,\"data_s\":0.0,\"confusion\":[[2,0],[1,1]]"),
+            std::string::npos) << epoch;
+  EXPECT_EQ(to_json_line(EpochMetrics{.step = 6}).find("confusion"), std::string::npos);
+  DeviceFigures sum{.device = "cpu", .samples = 2, .seconds = 1, .forward_s = 0.5, .wait_s = 1};
+  sum += DeviceFigures{.device = "other", .samples = 3, .seconds = 2, .forward_s = 0.25,
+                       .optimizer_s = 0.125};
+  EXPECT_EQ(sum.device, "cpu");
+  EXPECT_EQ(sum.samples, 5);
+  EXPECT_DOUBLE_EQ(sum.forward_s, 0.75);
+  EXPECT_DOUBLE_EQ(sum.optimizer_s, 0.125);
+  EXPECT_DOUBLE_EQ(sum.wait_s, 1.0);
+
+  const fs::path dir = fs::temp_directory_path() / ("tandem_runline_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "metrics.jsonl").string();
+  {
+    MetricsWriter w(path, MetricsOpen::Truncate);
+    w.write(RunMetrics{.model = "mlp"});
+    w.write(StepMetrics{.step = 1});
+    w.write(StepMetrics{.step = 2});
+  }
+  truncate_metrics_after(path, 1);
+  std::ifstream in(path);
+  std::vector<std::string> kept;
+  for (std::string l; std::getline(in, l);) kept.push_back(l);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_TRUE(kept[0].starts_with("{\"kind\":\"run\",\"step\":0,")) << kept[0];
   fs::remove_all(dir);
 }
 

@@ -3,10 +3,35 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "tandem/base/check.h"
 
 namespace tandem {
+
+namespace {
+
+std::shared_ptr<MemoryAccount>& current_account() {
+  thread_local std::shared_ptr<MemoryAccount> account;
+  return account;
+}
+
+}  // namespace
+
+MemoryAccountScope::MemoryAccountScope(std::shared_ptr<MemoryAccount> account)
+    : previous_(std::exchange(current_account(), std::move(account))) {}
+
+MemoryAccountScope::~MemoryAccountScope() { current_account() = std::move(previous_); }
+
+void CpuBackend::charge(void* ptr, std::size_t size) {
+  const std::shared_ptr<MemoryAccount>& account = current_account();
+  if (!account) return;
+  const std::size_t now = account->in_use.fetch_add(size) + size;
+  std::size_t peak = account->peak.load();
+  while (now > peak && !account->peak.compare_exchange_weak(peak, now)) {
+  }
+  charged_.emplace(ptr, account);
+}
 
 CpuBackend::CpuBackend(std::size_t cache_limit_bytes) : cache_limit_(cache_limit_bytes) {}
 
@@ -30,6 +55,7 @@ void* CpuBackend::allocate(std::size_t nbytes, int /*index*/) {
         void* p = it->second.back();
         it->second.pop_back();
         stats_.cached -= size;
+        charge(p, size);
         return p;
       }
     }
@@ -42,6 +68,10 @@ void* CpuBackend::allocate(std::size_t nbytes, int /*index*/) {
     TANDEM_FAIL("cpu: out of memory allocating ", nbytes, " bytes (", stats_.in_use,
                 " bytes in use by tensors, ", stats_.cached, " cached)");
   }
+  if (current_account()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    charge(p, size);
+  }
   return p;
 }
 
@@ -51,6 +81,12 @@ void CpuBackend::deallocate(void* ptr, std::size_t nbytes, int /*index*/) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.in_use -= size;
+    if (!charged_.empty()) {
+      if (auto it = charged_.find(ptr); it != charged_.end()) {
+        it->second->in_use.fetch_sub(size);
+        charged_.erase(it);
+      }
+    }
     if (size >= kCacheMinBytes && stats_.cached + size <= cache_limit_) {
       free_blocks_[size].push_back(ptr);
       stats_.cached += size;

@@ -3,9 +3,12 @@
 // page faults. Blocks are kept per exact rounded size; the cache is bounded.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "tandem/device/allocator.h"
@@ -17,6 +20,28 @@ struct MemoryStats {
   std::size_t cached = 0;    // bytes kept for reuse
   std::size_t peak = 0;      // largest in_use seen
   std::size_t os_allocations = 0;
+};
+
+// Host memory charged to one consumer, such as a CPU replica of DataParallel (they share one heap):
+// the bytes of blocks allocated on a thread while the account is current (MemoryAccountScope),
+// until they are freed, on whichever thread.
+struct MemoryAccount {
+  std::atomic<std::size_t> in_use{0};
+  std::atomic<std::size_t> peak{0};
+  void reset_peak() { peak.store(in_use.load()); }
+};
+
+// While alive, the calling thread's CPU allocations are charged to `account` (null: to none);
+// restores the previous account when it ends.
+class MemoryAccountScope {
+ public:
+  explicit MemoryAccountScope(std::shared_ptr<MemoryAccount> account);
+  ~MemoryAccountScope();
+  MemoryAccountScope(const MemoryAccountScope&) = delete;
+  MemoryAccountScope& operator=(const MemoryAccountScope&) = delete;
+
+ private:
+  std::shared_ptr<MemoryAccount> previous_;
 };
 
 class CpuBackend final : public DeviceBackend {
@@ -39,7 +64,9 @@ class CpuBackend final : public DeviceBackend {
 
  private:
   static std::size_t rounded(std::size_t nbytes);
+  void charge(void* ptr, std::size_t size);  // to the thread's account, if any (mutex held)
   mutable std::mutex mutex_;
+  std::unordered_map<void*, std::shared_ptr<MemoryAccount>> charged_;
   std::map<std::size_t, std::vector<void*>> free_blocks_;
   std::size_t cache_limit_;
   MemoryStats stats_;

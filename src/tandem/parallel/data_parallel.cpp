@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tandem/autograd/grad_mode.h"
+#include "tandem/device/cpu_allocator.h"
 #include "tandem/nn/modules/batchnorm.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/reducer.h"
@@ -89,6 +90,7 @@ struct DataParallelState {
   std::vector<Work> work;
 
   DataParallelStats stats;
+  std::vector<std::shared_ptr<MemoryAccount>> accounts;  // [replica] what its thread allocated
   std::unique_ptr<parallel::HostReducer> reducer;
   std::unique_ptr<parallel::ReplicaGroup> group;
   std::unique_ptr<parallel::AutoBalancer> balancer;
@@ -353,7 +355,8 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
   s.acc_coeff.assign(n, 0.0);
   s.stored_count.assign(n, 0);
   s.work.resize(n);
-  s.reducer = std::make_unique<parallel::HostReducer>(s.params, s.stored, s.options.bucket_bytes);
+  s.reducer = std::make_unique<parallel::HostReducer>(s.params, s.stored, s.options.bucket_bytes,
+                                                      s.options.on_bucket_reduced);
   s.group = std::make_unique<parallel::ReplicaGroup>(n);
   if (s.options.split == SplitPolicy::Auto) {
     s.balancer = std::make_unique<parallel::AutoBalancer>(n, s.options.auto_split);
@@ -380,7 +383,10 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
   s.threads_pool = std::make_unique<parallel::ReplicaThreads>(std::move(setups));
 
   s.stats.devices.resize(n);
-  for (std::size_t r = 0; r < n; ++r) s.stats.devices[r].device = s.devices[r];
+  for (std::size_t r = 0; r < n; ++r) {
+    s.stats.devices[r].device = s.devices[r];
+    s.accounts.push_back(std::make_shared<MemoryAccount>());
+  }
   s.stats.threads_per_replica = s.threads;
   s.stats.proportions = s.proportions();
   state_ = std::move(state);
@@ -393,7 +399,7 @@ DataParallel::~DataParallel() {
 // ---- the step -----------------------------------------------------------------------------------
 
 StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& target,
-                                          const LossFn& loss) {
+                                          const LossFn& loss, double weight, bool end_cycle) {
   detail::DataParallelState& s = *state_;
   const std::size_t n = s.size();
   TANDEM_CHECK(loss != nullptr, "DataParallel: no loss function");
@@ -407,7 +413,7 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
   const std::int64_t batch = data.size(0);
   const std::int64_t k_total = s.options.accumulate;
   const bool cycle_start = s.micro == 0;
-  const bool communicate = s.micro + 1 == k_total;
+  const bool communicate = end_cycle || s.micro + 1 == k_total;
   const std::vector<double> props = s.proportions();
   const bool at_least_one = s.options.split == SplitPolicy::Auto;
 
@@ -445,7 +451,9 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
       s.params[0][i].set_grad(Tensor());
     }
   }
-  const double inv_k = 1.0 / static_cast<double>(k_total);
+  TANDEM_CHECK(std::isfinite(weight) && weight >= 0.0 && weight <= 1.0,
+               "DataParallel: micro-step weight ", weight, " is not in [0, 1]");
+  const double micro_weight = weight > 0.0 ? weight : 1.0 / static_cast<double>(k_total);
   std::vector<bool> active(n, false);
   for (std::size_t r = 0; r < n; ++r) {
     detail::Work& w = s.work[r];
@@ -465,13 +473,13 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
         shard.live = communicate && j + 1 == w.shards.size();
         if (!shard.live) shard.store_as = s.stored_count[r]++;
         s.contributions.push_back(
-            {.replica = r, .stored = shard.store_as, .coeff = shard.weight * inv_k});
+            {.replica = r, .stored = shard.store_as, .coeff = shard.weight * micro_weight});
       }
       s.stored[r].resize(static_cast<std::size_t>(s.stored_count[r]));
     } else if (!w.shards.empty()) {
       detail::Shard& shard = w.shards[0];
       shard.live = communicate;
-      const double coeff = shard.weight * inv_k;
+      const double coeff = shard.weight * micro_weight;
       if (s.acc_coeff[r] > 0.0 && s.acc_coeff[r] != coeff) w.rescale = s.acc_coeff[r] / coeff;
       s.acc_coeff[r] = coeff;
     }
@@ -506,8 +514,10 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
   s.data = &data;
   s.target = &target;
   s.loss = &loss;
+  for (const auto& account : s.accounts) account->reset_peak();
   std::vector<std::exception_ptr> errors = s.threads_pool->run([&s](std::size_t r) {
     try {
+      const MemoryAccountScope charged(s.accounts[r]);
       s.run_replica(r);
     } catch (...) {
       s.group->abort();
@@ -546,6 +556,7 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
     for (std::size_t j = 0; j < w.shards.size(); ++j)
       result.loss += w.shards[j].weight * w.losses[j];
     w.stats.wait_s += std::chrono::duration<double>(last - w.finished).count();
+    w.stats.peak_bytes = s.accounts[r]->peak.load();
     result.devices.push_back(w.stats);
     s.stats.devices[r] += w.stats;
     samples[r] = w.stats.samples;
@@ -582,12 +593,14 @@ double DataParallel::step(optim::Optimizer& optimizer) {
   double secs = 0.0;
   const auto errors = s.threads_pool->run([&](std::size_t r) {
     if (r != 0) return;
+    const MemoryAccountScope charged(s.accounts[0]);
     const auto start = Clock::now();
     optimizer.step();
     secs = seconds_since(start);
   });
   if (errors[0]) std::rethrow_exception(errors[0]);
   s.stats.devices[0].optimizer_s += secs;
+  s.stats.devices[0].peak_bytes = std::max(s.stats.devices[0].peak_bytes, s.accounts[0]->peak.load());
   for (std::size_t r = 1; r < s.size(); ++r) s.stats.devices[r].wait_s += secs;
   ++s.stats.optimizer_steps;
   return secs;

@@ -29,6 +29,7 @@
 #include "tandem/device/device.h"
 #include "tandem/nn/module.h"
 #include "tandem/optim/optimizer.h"
+#include "tandem/parallel/reducer.h"
 #include "tandem/parallel/split.h"
 #include "tandem/parallel/stats.h"
 #include "tandem/tensor/tensor.h"
@@ -71,6 +72,9 @@ struct DataParallelOptions {
   // per kernel call (shards of 16: 6-10% fewer images/s on the seed CNN), one stored gradient
   // copy per extra shard; batch norm normalises per shard; not with BatchNormStats::Global.
   std::int64_t micro_shard = 0;
+  // Called with each bucket's master parameters once the replicas' gradients are summed, on a
+  // replica thread (a multi-process run's cross-process reducer takes them on from there).
+  parallel::BucketReduced on_bucket_reduced;
 };
 
 // The loss of one slice: output (n, ...) of the replica's forward and target rows (n, ...) -> a
@@ -131,7 +135,11 @@ class DataParallel {
   // reads as if one device had run the whole cycle). An exception on any replica stops the step
   // on all, discards the cycle's gradients (the model's .grad is as before the cycle) and is
   // rethrown here: the one from the lowest-numbered replica that failed, unchanged.
-  StepResult forward_backward(const Tensor& data, const Tensor& target, const LossFn& loss);
+  // `weight` is this micro-step's share of the cycle's mean (its rows over the cycle's rows, for
+  // micro-batches of unequal size); 0 means 1 / accumulate. `end_cycle` makes this micro-step the
+  // cycle's last even before `accumulate` of them (a short last batch of an epoch).
+  StepResult forward_backward(const Tensor& data, const Tensor& target, const LossFn& loss,
+                              double weight = 0.0, bool end_cycle = false);
 
   // The optimizer step of a finished cycle (an optimizer over the model's parameters), run on
   // replica 0's thread and timed into the accounting; returns its seconds. Calling

@@ -30,8 +30,6 @@ std::vector<int> available_cpus() {
   return cpus;
 }
 
-namespace {
-
 void set_up_this_thread(const ThreadSetup& setup) {
   TANDEM_CHECK(setup.threads >= 1, "DataParallel: a replica needs at least one thread, got ",
                setup.threads);
@@ -47,8 +45,6 @@ void set_up_this_thread(const ThreadSetup& setup) {
   }
   omp_set_num_threads(setup.threads);
 }
-
-}  // namespace
 
 ReplicaThreads::ReplicaThreads(std::vector<ThreadSetup> setups)
     : setups_(std::move(setups)), errors_(setups_.size()) {

@@ -23,6 +23,9 @@ struct ThreadSetup {
 // The CPUs this process may run on (its affinity mask), in increasing order.
 std::vector<int> available_cpus();
 
+// Applies a setup to the calling thread (its OpenMP thread count and, if given, its CPUs).
+void set_up_this_thread(const ThreadSetup& setup);
+
 class ReplicaThreads {
  public:
   // Starts one thread per setup and waits until each is set up; throws if a setup failed.

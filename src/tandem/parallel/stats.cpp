@@ -1,6 +1,7 @@
 // Summing, printing and JSON of the per-device accounting.
 #include "tandem/parallel/stats.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -13,6 +14,7 @@ DeviceStats& DeviceStats::operator+=(const DeviceStats& other) {
   reduction_s += other.reduction_s;
   optimizer_s += other.optimizer_s;
   wait_s += other.wait_s;
+  peak_bytes = std::max(peak_bytes, other.peak_bytes);
   return *this;
 }
 
@@ -37,11 +39,16 @@ std::string pad(const std::string& s, std::size_t width) {
 
 std::string format_table(const DataParallelStats& stats) {
   DeviceStats total;
-  for (const DeviceStats& d : stats.devices) total += d;
+  std::size_t peak_sum = 0;
+  for (const DeviceStats& d : stats.devices) {
+    total += d;
+    peak_sum += d.peak_bytes;
+  }
+  total.peak_bytes = peak_sum;  // the total row: every replica at its peak at once, at most
   std::ostringstream out;
   out << pad("device", 8) << pad("samples", 10) << pad("forward", 10) << pad("backward", 10)
-      << pad("reduce", 10) << pad("optim", 10) << pad("wait", 10) << pad("samples%", 10)
-      << pad("busy%", 8) << "\n";
+      << pad("reduce", 10) << pad("optim", 10) << pad("wait", 10) << pad("peak MiB", 10)
+      << pad("samples%", 10) << pad("busy%", 8) << "\n";
   auto row = [&](const std::string& name, const DeviceStats& d) {
     const double sample_share =
         total.samples ? 100.0 * static_cast<double>(d.samples) / static_cast<double>(total.samples)
@@ -50,6 +57,7 @@ std::string format_table(const DataParallelStats& stats) {
     out << pad(name, 8) << pad(std::to_string(d.samples), 10) << pad(fixed(d.forward_s, 3), 10)
         << pad(fixed(d.backward_s, 3), 10) << pad(fixed(d.reduction_s, 3), 10)
         << pad(fixed(d.optimizer_s, 3), 10) << pad(fixed(d.wait_s, 3), 10)
+        << pad(fixed(static_cast<double>(d.peak_bytes) / (1024.0 * 1024.0), 1), 10)
         << pad(fixed(sample_share, 1), 10) << pad(fixed(busy_share, 1), 8) << "\n";
   };
   for (const DeviceStats& d : stats.devices) row(name_of(d.device), d);
@@ -74,6 +82,7 @@ std::string to_json(const DataParallelStats& stats) {
         << ",\"backward_s\":" << fixed(d.backward_s, 6)
         << ",\"reduction_s\":" << fixed(d.reduction_s, 6)
         << ",\"optimizer_s\":" << fixed(d.optimizer_s, 6) << ",\"wait_s\":" << fixed(d.wait_s, 6)
+        << ",\"peak_bytes\":" << d.peak_bytes
         << ",\"share\":" << fixed(share, 6) << ",\"proportion\":" << fixed(proportion, 6) << "}";
   }
   out << "]}";

@@ -1,9 +1,12 @@
 // Per-device accounting of DataParallel, always on: samples and wall-clock seconds per phase on
-// each replica's thread, for one step and summed over a run, with a text table ("each device's
-// share of the work") and a JSON object for metrics.jsonl. No peak memory: CPU replicas share one
-// host heap, so a per-device figure would be invented (CUDA replicas will report their own).
+// each replica's thread, and peak memory, for one step and summed over a run, with a text table
+// ("each device's share of the work") and a JSON object for metrics.jsonl. CPU replicas share one
+// host heap: a replica's memory is what its thread allocated (activations, gradients, the
+// optimizer's state on replica 0), charged through a MemoryAccount; shared parameters count for
+// none of them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@ struct DeviceStats {
   double reduction_s = 0.0;  // summing gradient buckets (this replica completed them last)
   double optimizer_s = 0.0;  // the optimizer update (the master's device) and parameter broadcast
   double wait_s = 0.0;       // waiting for other replicas: collectives and the end of the step
+  std::size_t peak_bytes = 0;  // the most memory this replica held at once (summing: the max)
   double busy_s() const { return forward_s + backward_s + reduction_s + optimizer_s; }
   DeviceStats& operator+=(const DeviceStats& other);
 };

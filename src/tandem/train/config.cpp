@@ -21,9 +21,10 @@ using Json = nlohmann::ordered_json;
 constexpr const char* kKeys[] = {
     "model",    "data",          "epochs",     "max_steps",        "batch_size",
     "optimizer", "lr",           "momentum",   "weight_decay",     "schedule",
-    "label_smoothing", "devices", "workers",   "seed",             "deterministic",
+    "label_smoothing", "devices", "split",     "sync_batchnorm",   "accumulate",
+    "threads",  "micro_shard",   "workers",    "seed",             "deterministic",
     "out",      "checkpoint_every", "keep_checkpoints", "resume",   "eval_every",
-    "log_format"};
+    "log_format", "tensorboard", "comm_timeout"};
 
 std::string flag_of(std::string_view key) {
   std::string flag = "--" + std::string(key);
@@ -136,6 +137,16 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
     c.label_smoothing = parse_double(key, text);
   } else if (key == "devices") {
     c.devices = std::string(text);
+  } else if (key == "split") {
+    c.split = parse_split(text);
+  } else if (key == "sync_batchnorm") {
+    c.sync_batchnorm = parse_bool(key, text);
+  } else if (key == "accumulate") {
+    c.accumulate = parse_int(key, text);
+  } else if (key == "threads") {
+    c.threads = parse_int(key, text);
+  } else if (key == "micro_shard") {
+    c.micro_shard = parse_int(key, text);
   } else if (key == "workers") {
     c.workers = parse_int(key, text);
   } else if (key == "seed") {
@@ -154,6 +165,10 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
     c.eval_every = parse_int(key, text);
   } else if (key == "log_format") {
     c.log_format = parse_log_format(text);
+  } else if (key == "tensorboard") {
+    c.tensorboard = parse_bool(key, text);
+  } else if (key == "comm_timeout") {
+    c.comm_timeout = parse_double(key, text);
   } else {
     TANDEM_FAIL("unknown setting '", key, "'");
   }
@@ -180,7 +195,9 @@ void apply_json(TrainConfig& config, std::string_view json_text, std::string_vie
     } else if (value.is_null() && key == "lr") {
       text = "auto";
     } else {
-      TANDEM_FAIL(source, ": setting '", key, "' has unsupported value ", value.dump());
+      // The type, not the value: dumping a deeply nested value would recurse past the stack.
+      TANDEM_FAIL(source, ": setting '", key, "' has a value of unsupported type ",
+                  value.type_name(), " (expected a string, number or boolean)");
     }
     try {
       set_from_text(config, key, text);
@@ -232,6 +249,13 @@ void apply_config_file(TrainConfig& config, const std::string& path) {
   } else {
     apply_json(config, text, path);
   }
+  // What came before (defaults, a checkpoint's config) was valid, so a bad value is the file's:
+  // say so here, naming it, rather than later from the merged settings.
+  try {
+    validate(config);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
 }
 
 void validate(const TrainConfig& c) {
@@ -249,12 +273,24 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(std::isfinite(c.label_smoothing) && c.label_smoothing >= 0 &&
                    c.label_smoothing <= 1,
                "--label-smoothing: ", c.label_smoothing, " is not in [0, 1]");
-  TANDEM_CHECK(c.workers >= 0, "--workers: ", c.workers, " is negative");
+  TANDEM_CHECK(c.workers >= 0 && c.workers <= 1024, "--workers: ", c.workers,
+               " is not in [0, 1024] (the DataLoader's limit)");
+  TANDEM_CHECK(c.accumulate >= 1 && c.accumulate <= c.batch_size, "--accumulate: ", c.accumulate,
+               " is not from 1 to the batch size (", c.batch_size, ")");
+  TANDEM_CHECK(c.threads >= 0 && c.threads <= 4096, "--threads: ", c.threads,
+               " is not from 0 (automatic) to 4096");
+  TANDEM_CHECK(c.micro_shard >= 0, "--micro-shard: ", c.micro_shard,
+               " is negative (0 means none)");
+  TANDEM_CHECK(c.micro_shard == 0 || !c.sync_batchnorm,
+               "--micro-shard and --sync-batchnorm cannot be combined (global batch-norm "
+               "statistics need every shard's forward before any backward)");
   TANDEM_CHECK(c.checkpoint_every >= 0, "--checkpoint-every: ", c.checkpoint_every,
                " is negative (0 means at each epoch's end)");
   TANDEM_CHECK(c.keep_checkpoints >= 1, "--keep-checkpoints: ", c.keep_checkpoints,
                " is not at least 1");
   TANDEM_CHECK(c.eval_every >= 1, "--eval-every: ", c.eval_every, " is not at least 1");
+  TANDEM_CHECK(std::isfinite(c.comm_timeout) && c.comm_timeout > 0, "--comm-timeout: ",
+               c.comm_timeout, " is not a positive number of seconds");
   TANDEM_CHECK(!c.devices.empty(), "--devices: empty device list");
 }
 
@@ -272,6 +308,11 @@ std::string to_json(const TrainConfig& c) {
   j["schedule"] = schedule_name(c.schedule);
   j["label_smoothing"] = c.label_smoothing;
   j["devices"] = c.devices;
+  j["split"] = split_name(c.split);
+  j["sync_batchnorm"] = c.sync_batchnorm;
+  j["accumulate"] = c.accumulate;
+  j["threads"] = c.threads;
+  j["micro_shard"] = c.micro_shard;
   j["workers"] = c.workers;
   j["seed"] = c.seed;
   j["deterministic"] = c.determinism == Determinism::Deterministic;
@@ -281,6 +322,8 @@ std::string to_json(const TrainConfig& c) {
   j["resume"] = c.resume;
   j["eval_every"] = c.eval_every;
   j["log_format"] = log_format_name(c.log_format);
+  j["tensorboard"] = c.tensorboard;
+  j["comm_timeout"] = c.comm_timeout;
   return j.dump(2) + "\n";
 }
 
@@ -308,4 +351,49 @@ std::string log_format_name(LogFormat format) {
   return format == LogFormat::Json ? "json" : "text";
 }
 
+std::string split_name(const SplitSetting& split) {
+  switch (split.kind) {
+    case SplitKind::Even: return "even";
+    case SplitKind::Auto: return "auto";
+    case SplitKind::Weighted: break;
+  }
+  std::string out;
+  for (double p : split.proportions) {
+    if (!out.empty()) out += ":";
+    std::ostringstream number;
+    number.precision(17);
+    number << p;
+    out += number.str();
+  }
+  return out;
+}
+
+SplitSetting parse_split(std::string_view text) {
+  if (text == "even") return {};
+  if (text == "auto") return {.kind = SplitKind::Auto};
+  SplitSetting split{.kind = SplitKind::Weighted};
+  double sum = 0;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t colon = text.find(':', start);
+    const std::string_view item = text.substr(start, colon == std::string_view::npos
+                                                         ? std::string_view::npos
+                                                         : colon - start);
+    const std::string copy(item);
+    char* end = nullptr;
+    const double p = std::strtod(copy.c_str(), &end);
+    TANDEM_CHECK(!copy.empty() && end == copy.c_str() + copy.size() && std::isfinite(p) && p >= 0,
+                 "--split: '", item, "' in '", text,
+                 "' is not a non-negative number (expected even, auto or proportions such as "
+                 "3:2:2:3)");
+    split.proportions.push_back(p);
+    sum += p;
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  TANDEM_CHECK(split.proportions.size() >= 2, "--split: '", text,
+               "' is not even, auto or proportions such as 3:2:2:3");
+  TANDEM_CHECK(sum > 0, "--split: the proportions '", text, "' are all zero");
+  return split;
+}
 }  // namespace tandem::train

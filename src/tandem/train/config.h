@@ -16,6 +16,14 @@ enum class OptimizerKind : std::uint8_t { Sgd, Adam, AdamW };
 enum class ScheduleKind : std::uint8_t { None, Step, Cosine, Warmup, OneCycle };
 enum class LogFormat : std::uint8_t { Text, Json };
 enum class Determinism : std::uint8_t { Default, Deterministic };
+enum class SplitKind : std::uint8_t { Even, Weighted, Auto };
+
+// --split: how a global batch is shared among the devices.
+struct SplitSetting {
+  SplitKind kind = SplitKind::Even;
+  std::vector<double> proportions;  // Weighted: one per device, e.g. 3:2:2:3
+  bool operator==(const SplitSetting&) const = default;
+};
 
 struct TrainConfig {
   std::string model = "seed-cnn";
@@ -30,6 +38,11 @@ struct TrainConfig {
   ScheduleKind schedule = ScheduleKind::None;
   double label_smoothing = 0.0;
   std::string devices = "auto";
+  SplitSetting split;           // even, auto or proportions such as 3:2:2:3 (several devices)
+  bool sync_batchnorm = false;  // batch-norm statistics over the global batch (several devices)
+  std::int64_t accumulate = 1;  // micro-batches per global batch, one backward each
+  std::int64_t threads = 0;     // threads per device (replica); 0: the cores shared out
+  std::int64_t micro_shard = 0; // > 0: fixed shards of N samples (bit-identical on any cpu:N)
   std::int64_t workers = 2;
   std::uint64_t seed = 0;
   Determinism determinism = Determinism::Default;
@@ -39,6 +52,8 @@ struct TrainConfig {
   std::string resume;  // "", "auto", or a run / checkpoint directory
   std::int64_t eval_every = 1;  // epochs between evaluations (the last epoch is always evaluated)
   LogFormat log_format = LogFormat::Text;
+  bool tensorboard = false;  // also write TensorBoard event files into the run directory
+  double comm_timeout = 60;  // seconds a multi-process collective waits for the other ranks
 
   // The learning rate in use: lr, or the default (SGD: 0.001 for seed-cnn as the seed used,
   // else 0.01; Adam and AdamW: 0.001).
@@ -58,7 +73,8 @@ void set_from_text(TrainConfig& config, std::string_view key, std::string_view t
 void apply_json(TrainConfig& config, std::string_view json_text, std::string_view source);
 // The same for a TOML document (top-level keys, or a [train] table).
 void apply_toml(TrainConfig& config, std::string_view toml_text, std::string_view source);
-// Reads FILE and applies it as TOML when it ends in .toml, else as JSON.
+// Reads FILE and applies it as TOML when it ends in .toml, else as JSON, then validates the
+// result, so that a bad value is an error naming FILE.
 void apply_config_file(TrainConfig& config, const std::string& path);
 
 // Checks every value's range (batch size >= 1, finite lr > 0, ...); the first bad one throws.
@@ -70,5 +86,8 @@ std::string to_json(const TrainConfig& config);
 std::string optimizer_name(OptimizerKind kind);  // "sgd", "adam", "adamw"
 std::string schedule_name(ScheduleKind kind);    // "none", "step", "cosine", "warmup", "onecycle"
 std::string log_format_name(LogFormat format);   // "text", "json"
+// "even", "auto", or "3:2:2:3"; parse_split reads the same spellings (errors name --split).
+std::string split_name(const SplitSetting& split);
+SplitSetting parse_split(std::string_view text);
 
 }  // namespace tandem::train

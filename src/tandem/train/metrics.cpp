@@ -1,6 +1,7 @@
 // metrics.jsonl lines and their writer.
 #include "tandem/train/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -20,12 +21,55 @@ Json devices_json(const std::vector<DeviceFigures>& devices) {
     list.push_back(Json{{"device", d.device},
                         {"samples", d.samples},
                         {"seconds", d.seconds},
-                        {"images_per_s", d.images_per_s()}});
+                        {"images_per_s", d.images_per_s()},
+                        {"forward_s", d.forward_s},
+                        {"backward_s", d.backward_s},
+                        {"reduction_s", d.reduction_s},
+                        {"optimizer_s", d.optimizer_s},
+                        {"wait_s", d.wait_s},
+                        {"peak_bytes", d.peak_bytes}});
   }
   return list;
 }
 
 }  // namespace
+
+DeviceFigures& DeviceFigures::operator+=(const DeviceFigures& other) {
+  samples += other.samples;
+  seconds += other.seconds;
+  forward_s += other.forward_s;
+  backward_s += other.backward_s;
+  reduction_s += other.reduction_s;
+  optimizer_s += other.optimizer_s;
+  wait_s += other.wait_s;
+  peak_bytes = std::max(peak_bytes, other.peak_bytes);
+  return *this;
+}
+
+std::string to_json_line(const RunMetrics& m) {
+  Json j;
+  j["kind"] = "run";
+  j["step"] = m.step;
+  j["time"] = m.time;
+  j["model"] = m.model;
+  j["parameters"] = m.parameters;
+  j["data"] = m.data;
+  j["input"] = m.input;
+  j["classes"] = m.classes;
+  j["train_samples"] = m.train_samples;
+  j["test_samples"] = m.test_samples;
+  j["layout"] = m.layout;
+  j["device_count"] = m.device_count;
+  j["ranks"] = m.ranks;
+  j["batch_size"] = m.batch_size;
+  j["epochs"] = m.epochs;
+  j["steps_per_epoch"] = m.steps_per_epoch;
+  j["total_steps"] = m.total_steps;
+  j["optimizer"] = m.optimizer;
+  j["lr"] = m.lr;
+  j["schedule"] = m.schedule;
+  return j.dump();
+}
 
 std::string to_json_line(const StepMetrics& m) {
   Json j;
@@ -36,6 +80,10 @@ std::string to_json_line(const StepMetrics& m) {
   j["lr"] = m.lr;
   j["images_per_s"] = m.images_per_s;
   j["devices"] = devices_json(m.devices);
+  j["seconds"] = m.seconds;
+  j["data_s"] = m.data_s;
+  if (m.accuracy) j["accuracy"] = *m.accuracy;
+  j["time"] = m.time;
   return j.dump();
 }
 
@@ -52,6 +100,10 @@ std::string to_json_line(const EpochMetrics& m) {
   if (m.test_loss) j["test_loss"] = *m.test_loss;
   if (m.test_accuracy) j["test_accuracy"] = *m.test_accuracy;
   j["devices"] = devices_json(m.devices);
+  if (m.train_accuracy) j["train_accuracy"] = *m.train_accuracy;
+  j["data_s"] = m.data_s;
+  if (!m.confusion.empty()) j["confusion"] = m.confusion;
+  j["time"] = m.time;
   return j.dump();
 }
 
@@ -61,6 +113,7 @@ MetricsWriter::MetricsWriter(const std::string& path, MetricsOpen mode)
   TANDEM_CHECK(out_.good(), "metrics: cannot open '", path, "' for writing");
 }
 
+void MetricsWriter::write(const RunMetrics& m) { write_line(to_json_line(m)); }
 void MetricsWriter::write(const StepMetrics& m) { write_line(to_json_line(m)); }
 void MetricsWriter::write(const EpochMetrics& m) { write_line(to_json_line(m)); }
 

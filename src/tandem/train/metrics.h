@@ -1,6 +1,7 @@
-// metrics.jsonl: one JSON object per line, "kind": "step" after each optimizer step and
-// "kind": "epoch" after each evaluation, each flushed as written so a crash loses at most a line.
-// Not a report generator: the HTML report reads this file.
+// metrics.jsonl: one JSON object per line, "kind": "run" when a run starts or resumes (what it
+// trains on what), "kind": "step" after each optimizer step and "kind": "epoch" after each
+// evaluation, each flushed as written so a crash loses at most a line. Not a report generator:
+// report/ rebuilds report.html from this file alone.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/report/run_data.h"
+
 namespace tandem::train {
 
 // What one device (replica) did in a step or an epoch.
@@ -16,8 +19,20 @@ struct DeviceFigures {
   std::string device;  // "cpu", "cpu:1", "cuda:0"
   std::int64_t samples = 0;
   double seconds = 0;  // time spent in its forward + backward
+  // Where its time went, in seconds (the report stacks them per device).
+  double forward_s = 0;    // forward and loss
+  double backward_s = 0;
+  double reduction_s = 0;  // gradient reduction / communication
+  double optimizer_s = 0;  // the optimizer update (on the device that runs it)
+  double wait_s = 0;       // waiting for the other devices
+  std::int64_t peak_bytes = 0;  // the most memory it held at once (0: not measured); sums: max
   double images_per_s() const { return seconds > 0 ? static_cast<double>(samples) / seconds : 0; }
+  DeviceFigures& operator+=(const DeviceFigures& other);  // sums every figure; keeps the name
 };
+
+// What a run trains, on what, written once per start (and per resume) as the "run" line: the
+// struct the report reads it back into.
+using RunMetrics = report::RunStart;
 
 struct StepMetrics {
   std::int64_t step = 0;   // optimizer steps done, counting this one
@@ -26,6 +41,10 @@ struct StepMetrics {
   double lr = 0;
   double images_per_s = 0;  // this step's samples over its wall time (data wait included)
   std::vector<DeviceFigures> devices;
+  double seconds = 0;  // the step's wall time
+  double data_s = 0;   // of which waiting for the batch
+  std::optional<double> accuracy;  // of the training batch, a fraction
+  double time = 0;     // Unix seconds
 };
 
 struct EpochMetrics {
@@ -39,8 +58,13 @@ struct EpochMetrics {
   std::optional<double> test_loss;      // absent when this epoch was not evaluated
   std::optional<double> test_accuracy;  // a fraction in [0, 1]
   std::vector<DeviceFigures> devices;
+  std::optional<double> train_accuracy;  // over the epoch's training samples
+  double data_s = 0;                     // waiting for batches
+  std::vector<std::vector<std::int64_t>> confusion;  // (L, L) [target][predicted]; empty unless evaluated
+  double time = 0;                       // Unix seconds
 };
 
+std::string to_json_line(const RunMetrics& m);
 std::string to_json_line(const StepMetrics& m);
 std::string to_json_line(const EpochMetrics& m);
 
@@ -49,6 +73,7 @@ enum class MetricsOpen : std::uint8_t { Truncate, Append };
 class MetricsWriter {
  public:
   MetricsWriter(const std::string& path, MetricsOpen mode);
+  void write(const RunMetrics& m);
   void write(const StepMetrics& m);
   void write(const EpochMetrics& m);
   const std::string& path() const { return path_; }

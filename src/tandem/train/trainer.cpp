@@ -20,8 +20,13 @@
 #include "tandem/io/safetensors.h"
 #include "tandem/optim/optim.h"
 #include "tandem/parallel/data_parallel.h"
+#include "tandem/parallel/replica_threads.h"
+#include "tandem/report/tfevents.h"
+#include "tandem/train/auto_devices.h"
+#include "tandem/train/distributed.h"
 #include "tandem/train/models.h"
 #include "tandem/train/run_dir.h"
+#include "tandem/train/run_report.h"
 
 namespace tandem::train {
 namespace fs = std::filesystem;
@@ -98,19 +103,25 @@ GeneratorState generator_from(const Json& j) {
 }
 
 // Running sums of the epoch under way (saved so a resumed run reports the same epoch figures).
+// The figures after "devices" came later: a checkpoint without them reads them as 0.
 struct EpochTotals {
   double loss_sum = 0;  // sum of loss * samples
   std::int64_t samples = 0;
   double seconds = 0;
   std::vector<DeviceFigures> devices;
+  std::int64_t correct = 0;
+  double data_s = 0;
 
   Json json() const {
     Json devs = Json::array();
     for (const DeviceFigures& d : devices) {
-      devs.push_back(Json{{"device", d.device}, {"samples", d.samples}, {"seconds", d.seconds}});
+      devs.push_back(Json{{"device", d.device}, {"samples", d.samples}, {"seconds", d.seconds},
+                          {"forward_s", d.forward_s}, {"backward_s", d.backward_s},
+                          {"reduction_s", d.reduction_s}, {"optimizer_s", d.optimizer_s},
+                          {"wait_s", d.wait_s}, {"peak_bytes", d.peak_bytes}});
     }
     return Json{{"loss_sum", loss_sum}, {"samples", samples}, {"seconds", seconds},
-                {"devices", devs}};
+                {"devices", devs}, {"correct", correct}, {"data_s", data_s}};
   }
   static EpochTotals from(const Json& j) {
     EpochTotals t;
@@ -119,22 +130,45 @@ struct EpochTotals {
     t.seconds = j.at("seconds").get<double>();
     for (const Json& d : j.at("devices")) {
       t.devices.push_back({d.at("device").get<std::string>(), d.at("samples").get<std::int64_t>(),
-                           d.at("seconds").get<double>()});
+                           d.at("seconds").get<double>(), d.value("forward_s", 0.0),
+                           d.value("backward_s", 0.0), d.value("reduction_s", 0.0),
+                           d.value("optimizer_s", 0.0), d.value("wait_s", 0.0),
+                           d.value("peak_bytes", std::int64_t{0})});
     }
+    t.correct = j.value("correct", std::int64_t{0});
+    t.data_s = j.value("data_s", 0.0);
     return t;
   }
-  void add(const StepResult& r, double step_seconds) {
+  void add(const StepResult& r, double step_seconds, double data_seconds) {
     loss_sum += r.loss * static_cast<double>(r.samples);
     samples += r.samples;
     seconds += step_seconds;
+    correct += r.correct;
+    data_s += data_seconds;
     if (devices.size() != r.devices.size()) devices.assign(r.devices.size(), {});
     for (std::size_t i = 0; i < r.devices.size(); ++i) {
       devices[i].device = r.devices[i].device;
-      devices[i].samples += r.devices[i].samples;
-      devices[i].seconds += r.devices[i].seconds;
+      devices[i] += r.devices[i];
     }
   }
 };
+
+// part / whole, or none for an empty whole.
+std::optional<double> fraction(std::int64_t part, std::int64_t whole) {
+  if (whole <= 0) return std::nullopt;
+  return static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// Rows whose largest logit is their target: logits (B, L), target (B).
+std::int64_t correct_predictions(const Tensor& logits, const Tensor& target) {
+  const std::vector<std::int64_t> predicted = logits.argmax(1).to(kCPU).to_vector<std::int64_t>();
+  const std::vector<std::int64_t> expected = target.to(kCPU).to_vector<std::int64_t>();
+  std::int64_t correct = 0;
+  for (std::size_t i = 0; i < predicted.size() && i < expected.size(); ++i) {
+    correct += predicted[i] == expected[i];
+  }
+  return correct;
+}
 
 // What state.json of a checkpoint holds besides the tensors.
 struct TrainState {
@@ -300,23 +334,96 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const TrainConfig& c, optim::O
 
 // ---- runners ----
 
+RunnerOptions runner_options(const TrainConfig& c) {
+  return {.accumulate = c.accumulate,
+          .split = c.split,
+          .sync_batchnorm = c.sync_batchnorm,
+          .threads = static_cast<int>(c.threads),
+          .micro_shard = c.micro_shard};
+}
+
+namespace {
+
+// The global batch cut into `k` micro-batches of nearly equal rows (views).
+std::vector<data::Batch> micro_batches(const data::Batch& batch, std::int64_t k) {
+  const std::int64_t rows = batch.target.size(0);
+  const std::vector<double> even(static_cast<std::size_t>(std::min(k, rows)), 1.0);
+  return data::split(batch, data::split_batch(rows, even));
+}
+
+}  // namespace
+
 SingleDeviceRunner::SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device device,
-                                       nn::CrossEntropyLoss criterion)
-    : model_(std::move(model)), device_(device), criterion_(std::move(criterion)) {}
+                                       nn::CrossEntropyLoss criterion, std::int64_t accumulate)
+    : model_(std::move(model)),
+      device_(device),
+      criterion_(std::move(criterion)),
+      accumulate_(accumulate) {
+  TANDEM_CHECK(accumulate_ >= 1, "--accumulate: ", accumulate_, " is not at least 1");
+}
 
 StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
-  const auto start = Clock::now();
-  const Tensor loss = criterion_((*model_)(batch.data.to(device_)), batch.target.to(device_));
-  loss.backward();
   StepResult r;
-  r.loss = loss.to(kCPU).item();
   r.samples = batch.target.size(0);
+  double forward_s = 0, backward_s = 0;
+  // Forward, loss and the batch's correct predictions, timed apart from the backward.
+  const auto forward = [&](const data::Batch& b) {
+    const auto start = Clock::now();
+    const Tensor target = b.target.to(device_);
+    const Tensor logits = (*model_)(b.data.to(device_));
+    Tensor loss = criterion_(logits, target);
+    r.correct += correct_predictions(logits, target);
+    forward_s += seconds_since(start);
+    return loss;
+  };
+  const auto backward = [&](const Tensor& loss) {
+    const auto start = Clock::now();
+    loss.backward();
+    backward_s += seconds_since(start);
+  };
+  if (accumulate_ == 1) {
+    const Tensor loss = forward(batch);
+    backward(loss);
+    r.loss = loss.to(kCPU).item();
+  } else {
+    // Each micro-batch's mean loss weighted by its share of the rows: the gradients sum to those
+    // of the global batch's mean loss.
+    for (const data::Batch& micro : micro_batches(batch, accumulate_)) {
+      const double weight =
+          static_cast<double>(micro.target.size(0)) / static_cast<double>(r.samples);
+      const Tensor loss = forward(micro);
+      backward(loss * weight);
+      r.loss += weight * loss.to(kCPU).item();
+    }
+  }
   const std::string name = device_.is_cpu() ? std::string("cpu") : device_.str();
-  r.devices.push_back({name, r.samples, seconds_since(start)});
+  r.devices.push_back({.device = name, .samples = r.samples, .seconds = forward_s + backward_s,
+                       .forward_s = forward_s, .backward_s = backward_s});
   return r;
 }
 
 namespace {
+
+nn::DataParallelOptions data_parallel_options(const RunnerOptions& o, std::size_t devices) {
+  nn::DataParallelOptions d;
+  switch (o.split.kind) {
+    case SplitKind::Even: d.split = nn::SplitPolicy::Even; break;
+    case SplitKind::Auto: d.split = nn::SplitPolicy::Auto; break;
+    case SplitKind::Weighted:
+      TANDEM_CHECK(o.split.proportions.size() == devices, "--split: ", split_name(o.split),
+                   " gives ", o.split.proportions.size(), " proportions for ", devices,
+                   " devices");
+      d.split = nn::SplitPolicy::Weighted;
+      d.proportions = o.split.proportions;
+      break;
+  }
+  d.batchnorm = o.sync_batchnorm ? nn::BatchNormStats::Global : nn::BatchNormStats::PerReplica;
+  d.accumulate = o.accumulate;
+  d.threads_per_replica = o.threads;
+  d.micro_shard = o.micro_shard;
+  d.on_bucket_reduced = o.on_bucket_reduced;
+  return d;
+}
 
 // Several devices: nn::DataParallel splits each global batch over replicas (made by the model
 // registry, so any registered model works) and reduces their gradients into the model's.
@@ -324,22 +431,51 @@ class DataParallelRunner final : public StepRunner {
  public:
   DataParallelRunner(std::shared_ptr<nn::Module> model, const DeviceLayout& layout,
                      std::function<std::shared_ptr<nn::Module>()> factory,
-                     nn::CrossEntropyLoss criterion)
-      : dp_(std::move(model), layout.devices, std::move(factory)),
-        criterion_(std::move(criterion)) {}
+                     nn::CrossEntropyLoss criterion, const RunnerOptions& options)
+      : dp_(std::move(model), layout.devices, std::move(factory),
+            data_parallel_options(options, layout.devices.size())),
+        criterion_(std::move(criterion)),
+        accumulate_(options.accumulate) {}
 
   StepResult forward_backward(const data::Batch& batch) override {
     const nn::CrossEntropyLoss& criterion = criterion_;
-    const nn::StepResult r = dp_.forward_backward(
-        batch.data, batch.target,
-        [&criterion](const Tensor& output, const Tensor& target) { return criterion(output, target); });
+    std::atomic<std::int64_t> correct{0};  // summed over the replica threads
+    const nn::LossFn loss = [&criterion, &correct](const Tensor& output, const Tensor& target) {
+      correct += correct_predictions(output, target);
+      return criterion(output, target);
+    };
     StepResult out;
-    out.loss = r.loss;
-    out.samples = r.samples;
-    for (const nn::DeviceStats& d : r.devices) {
-      out.devices.push_back({d.device.is_cpu() ? "cpu:" + std::to_string(d.device.index) : d.device.str(),
-                             d.samples, d.forward_s + d.backward_s + d.reduction_s});
+    out.samples = batch.target.size(0);
+    std::vector<nn::DeviceStats> totals;
+    // A global batch with fewer rows than --accumulate (only an epoch's last can be one) is cut
+    // into one micro-batch per row and ends the cycle early.
+    const std::vector<data::Batch> micros =
+        accumulate_ == 1 ? std::vector<data::Batch>{batch} : micro_batches(batch, accumulate_);
+    for (std::size_t j = 0; j < micros.size(); ++j) {
+      const data::Batch& micro = micros[j];
+      const double weight =
+          static_cast<double>(micro.target.size(0)) / static_cast<double>(out.samples);
+      const nn::StepResult r = dp_.forward_backward(micro.data, micro.target, loss, weight,
+                                                    /*end_cycle=*/j + 1 == micros.size());
+      out.loss += weight * r.loss;
+      if (totals.empty()) totals.resize(r.devices.size());
+      for (std::size_t d = 0; d < r.devices.size(); ++d) totals[d] += r.devices[d];
     }
+    for (std::size_t d = 0; d < totals.size(); ++d) {
+      const nn::DeviceStats& s = totals[d];
+      const Device device = dp_.devices()[d];
+      out.devices.push_back({.device = device.is_cpu() ? "cpu:" + std::to_string(device.index)
+                                                       : device.str(),
+                             .samples = s.samples,
+                             .seconds = s.forward_s + s.backward_s + s.reduction_s,
+                             .forward_s = s.forward_s,
+                             .backward_s = s.backward_s,
+                             .reduction_s = s.reduction_s,
+                             .optimizer_s = s.optimizer_s,
+                             .wait_s = s.wait_s,
+                             .peak_bytes = static_cast<std::int64_t>(s.peak_bytes)});
+    }
+    out.correct = correct.load();
     return out;
   }
 
@@ -348,6 +484,7 @@ class DataParallelRunner final : public StepRunner {
  private:
   nn::DataParallel dp_;
   nn::CrossEntropyLoss criterion_;
+  std::int64_t accumulate_;
 };
 
 }  // namespace
@@ -355,16 +492,32 @@ class DataParallelRunner final : public StepRunner {
 std::unique_ptr<StepRunner> make_step_runner(std::shared_ptr<nn::Module> model,
                                              const DeviceLayout& layout,
                                              const nn::CrossEntropyLoss& criterion,
-                                             std::function<std::shared_ptr<nn::Module>()> factory) {
+                                             std::function<std::shared_ptr<nn::Module>()> factory,
+                                             const RunnerOptions& options) {
   TANDEM_CHECK(!layout.devices.empty(), "make_step_runner: no devices");
   model->to(layout.devices.front());
   if (layout.devices.size() == 1) {
-    return std::make_unique<SingleDeviceRunner>(std::move(model), layout.devices.front(), criterion);
+    TANDEM_CHECK(options.split.kind != SplitKind::Weighted, "--split: ",
+                 split_name(options.split), " gives proportions, but there is one device");
+    if (options.threads > 0) parallel::set_up_this_thread({.threads = options.threads});
+    return std::make_unique<SingleDeviceRunner>(std::move(model), layout.devices.front(), criterion,
+                                                options.accumulate);
   }
   TANDEM_CHECK(factory != nullptr, "make_step_runner: several devices need a replica factory");
   return std::make_unique<DataParallelRunner>(std::move(model), layout, std::move(factory),
-                                              criterion);
+                                              criterion, options);
 }
+
+namespace {
+
+// A checkpoint's device description ("cpu", "cpu:0,cpu:1", "cuda:0,cuda:1") as a layout.
+DeviceLayout layout_from_description(const std::string& description) {
+  if (!description.starts_with("cpu:")) return parse_devices(description);
+  const auto replicas = std::count(description.begin(), description.end(), ',') + 1;
+  return parse_devices("cpu:" + std::to_string(replicas));
+}
+
+}  // namespace
 
 // ---- config ----
 
@@ -402,12 +555,38 @@ ResolvedConfig resolve_config(const TrainRequest& request, Console& console) {
 
 TrainOutcome run_training(const TrainRequest& request, Console& console) {
   ResolvedConfig resolved = resolve_config(request, console);
+  // Under a launcher (tandem launch, mpirun, srun): join the other processes; rank 0's run
+  // directory is everyone's, and rank 0 alone writes into it.
+  const Job job = join_job(std::chrono::milliseconds(
+      static_cast<std::int64_t>(resolved.config.comm_timeout * 1000)));
+  resolved.config.out = agree_on(job, resolved.config.out);
   const TrainConfig& c = resolved.config;
   const bool deterministic = c.determinism == Determinism::Deterministic;
 
-  // devices
-  const DeviceLayout layout = parse_devices(c.devices);
-  {
+  // devices (--devices auto without GPUs is settled below, once the model is known)
+  DeviceLayout layout = parse_devices(c.devices);
+  std::string auto_reason;
+  const int cores = static_cast<int>(parallel::available_cpus().size());
+  bool measure_auto = false;
+  if (c.devices == "auto" && layout.devices.front().is_cpu()) {
+    if (job.distributed()) {
+      auto_reason = "auto: one CPU device per process (" + std::to_string(job.size()) +
+                    " processes)";
+    } else if (resolved.checkpoint) {
+      const TrainState state = parse_state(resolved.checkpoint->contents.state_json,
+                                           "checkpoint '" + resolved.checkpoint->path + "'");
+      layout = layout_from_description(state.devices);
+      auto_reason = "auto: as the resumed run";
+    } else if (c.threads == 0 && cores > 1) {
+      if (deterministic) {
+        // A measured choice would make the arithmetic (hence the weights) depend on timing.
+        auto_reason = "auto: one device, not measured under --deterministic";
+      } else {
+        measure_auto = true;
+      }
+    }
+  }
+  auto devices_stage = [&] {
     std::string detail = layout.describe();
     if (layout.devices.front().is_cpu()) {
       const CpuInfo cpu = read_cpu_info();
@@ -415,8 +594,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                 std::to_string(cpu.logical_cores) + " cores)";
       if (!cuda_built()) detail += "; no GPU: built without CUDA";
     }
+    if (!auto_reason.empty()) detail += "; " + auto_reason;
     console.stage("devices", detail);
-  }
+  };
+  if (!measure_auto) devices_stage();
 
   // model (its input shape comes from the training data)
   const ModelKind kind = parse_model_kind(c.model);
@@ -426,6 +607,18 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   const InputSpec input{sample_shape, train_set->num_classes()};
   manual_seed(c.seed);
   const std::shared_ptr<nn::Module> model = make_model(kind, input);
+  if (measure_auto) {
+    const AutoDeviceChoice choice =
+        choose_cpu_layout({.make_model = [kind, input]() { return make_model(kind, input); },
+                           .sample_shape = sample_shape,
+                           .classes = input.classes,
+                           .batch_size = std::max<std::int64_t>(1, c.batch_size / c.accumulate),
+                           .cores = cores,
+                           .criterion = nn::CrossEntropyLoss({.label_smoothing = c.label_smoothing})});
+    layout = choice.layout;
+    auto_reason = "auto: " + choice.reason;
+    devices_stage();
+  }
   console.stage("model", c.model + " for " + shape_text(sample_shape) + " input, " +
                              std::to_string(input.classes) + " classes, " +
                              std::to_string(model->parameter_count()) + " parameters");
@@ -436,11 +629,14 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   TANDEM_CHECK(test_set->get(0).data.shape() == sample_shape, "--data ", c.data,
                ": test samples have shape ", to_string(test_set->get(0).data.shape()),
                " but training samples ", to_string(sample_shape));
-  data::DataLoader loader(train_set, {.batch_size = c.batch_size,
-                                      .shuffle = true,
+  data::DataLoader loader(train_set, {.batch_size = local_batch_size(job, c.batch_size),
+                                      .shuffle = !job.distributed(),
                                       .num_workers = static_cast<int>(c.workers),
                                       .seed = c.seed,
-                                      .transforms = data::default_transforms(c.data)});
+                                      .transforms = data::default_transforms(c.data),
+                                      .sampler = job.distributed()
+                                                     ? shard_sampler(job, train_set->size())
+                                                     : nullptr});
   data::DataLoader test_loader(test_set, {.batch_size = std::max(c.batch_size, kEvalBatch),
                                           .num_workers = static_cast<int>(c.workers),
                                           .transforms = data::default_transforms(c.data)});
@@ -454,8 +650,13 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
 
   // optimizer, schedule, runner
   nn::CrossEntropyLoss criterion({.label_smoothing = c.label_smoothing});
-  std::unique_ptr<StepRunner> runner = make_step_runner(
-      model, layout, criterion, [kind, input]() { return make_model(kind, input); });
+  RunnerOptions options = runner_options(c);
+  // A multi-process run averages the gradients across the processes, bucket by bucket.
+  const auto cross = prepare_reduction(job, *model, layout.devices.size(), options);
+  std::unique_ptr<StepRunner> runner =
+      make_step_runner(model, layout, criterion, [kind, input]() { return make_model(kind, input); },
+                       options);
+  if (cross) runner = make_distributed_runner(std::move(runner), job, *model, cross);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(c, model->parameters());
   std::unique_ptr<optim::LRScheduler> schedule =
       make_schedule(c, *optimizer, steps_per_epoch, total_steps);
@@ -495,10 +696,26 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   }
 
   // run directory: written only now that everything has been checked
-  const RunDir run = make_run_dir(c.out);
-  write_text_atomic(run.config(), to_json(c));
-  if (resolved.checkpoint) truncate_metrics_after(run.metrics(), step);
-  MetricsWriter metrics(run.metrics(), resolved.checkpoint ? MetricsOpen::Append : MetricsOpen::Truncate);
+  const bool writer = job.writes_files();
+  const RunDir run = writer ? make_run_dir(c.out) : RunDir{c.out};
+  if (writer) write_text_atomic(run.config(), to_json(c));
+  if (writer && resolved.checkpoint) truncate_metrics_after(run.metrics(), step);
+  std::optional<MetricsWriter> metrics;
+  if (writer) {
+    metrics.emplace(run.metrics(), resolved.checkpoint ? MetricsOpen::Append : MetricsOpen::Truncate);
+  }
+  if (metrics) metrics->write(RunMetrics{.step = step, .time = report::unix_time(), .model = c.model,
+                           .parameters = model->parameter_count(), .data = c.data,
+                           .input = shape_text(sample_shape), .classes = input.classes,
+                           .train_samples = train_set->size(), .test_samples = test_set->size(),
+                           .layout = layout.describe(),
+                           .device_count = static_cast<std::int64_t>(layout.devices.size()),
+                           .ranks = job.size(), .batch_size = c.batch_size, .epochs = c.epochs,
+                           .steps_per_epoch = steps_per_epoch, .total_steps = total_steps,
+                           .optimizer = optimizer_name(c.optimizer), .lr = optimizer->lr(),
+                           .schedule = schedule_name(c.schedule)});
+  std::optional<RunReporter> reporter;
+  if (writer) reporter.emplace(run, c.tensorboard, console);
 
   const Json config_json = Json::parse(to_json(c));
   data::LoaderState position = loader.state();
@@ -518,6 +735,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
     contents.model = model->state_dict();
     for (const auto& [name, t] : opt_state.tensors) contents.state_tensors.emplace_back("optimizer." + name, t);
     contents.state_json = state_json_text(s);
+    if (!writer) return std::string();
     const std::string path = io::write_checkpoint(run.checkpoints(), step, contents);
     io::prune_checkpoints(run.checkpoints(), c.keep_checkpoints);
     return path;
@@ -541,21 +759,25 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
 
   while (step < total_steps && !stopped) {
     auto last = Clock::now();
-    for (auto it = loader.begin(); it != loader.end(); ++it) {
+    auto fetch = last;  // when the loop went for the next batch
+    for (auto it = loader.begin(); it != loader.end(); fetch = Clock::now(), ++it) {
       const data::Batch& batch = *it;
+      const double data_s = seconds_since(fetch);
       const double lr = optimizer->lr();
       optimizer->zero_grad();
-      const StepResult r = runner->forward_backward(batch);
+      StepResult r = runner->forward_backward(batch);
       TANDEM_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ",
                    step + 1, " (try a lower --lr)");
+      const auto optimizer_start = Clock::now();
       runner->optimizer_step(*optimizer);
+      if (!r.devices.empty()) r.devices.front().optimizer_s += seconds_since(optimizer_start);
       if (schedule) schedule->step();
       ++step;
       checkpoint_is_current = false;
       position = loader.state();
       const double step_seconds = seconds_since(last);
       last = Clock::now();
-      totals.add(r, step_seconds);
+      totals.add(r, step_seconds, data_s);
 
       const double rate = step_seconds > 0 ? static_cast<double>(r.samples) / step_seconds : 0;
       // The display's figures: over the last kWindow steps.
@@ -568,8 +790,13 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
       }
       const double smoothed_step_seconds = window_seconds / static_cast<double>(window.size());
       const double smoothed_rate = window_seconds > 0 ? window_samples / window_seconds : 0;
-      metrics.write(StepMetrics{.step = step, .epoch = position.epoch + 1, .loss = r.loss, .lr = lr,
-                                .images_per_s = rate, .devices = r.devices});
+      const StepMetrics sm{.step = step, .epoch = position.epoch + 1, .loss = r.loss, .lr = lr,
+                           .images_per_s = rate, .devices = r.devices, .seconds = step_seconds,
+                           .data_s = data_s,
+                           .accuracy = fraction(r.correct, r.samples),
+                           .time = report::unix_time()};
+      if (metrics) metrics->write(sm);
+      if (reporter) reporter->step(sm);
       console.progress({.step = step,
                         .total_steps = total_steps,
                         .epoch = position.epoch + 1,
@@ -589,18 +816,23 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                         .loss = totals.samples ? totals.loss_sum / static_cast<double>(totals.samples) : 0,
                         .lr = lr,
                         .images_per_s = totals.seconds > 0 ? static_cast<double>(totals.samples) / totals.seconds : 0,
-                        .seconds = totals.seconds, .devices = totals.devices};
+                        .seconds = totals.seconds, .devices = totals.devices,
+                        .train_accuracy = fraction(totals.correct, totals.samples),
+                        .data_s = totals.data_s};
         if (run_end || epoch_number % c.eval_every == 0) {
           console.stage("evaluate", "epoch " + std::to_string(epoch_number) + " on " +
                                         std::to_string(test_set->size()) + " test samples");
           last_eval = run_eval();
           em.test_loss = last_eval->loss;
           em.test_accuracy = last_eval->accuracy;
+          em.confusion = last_eval->confusion;
           console.note("train loss " + fixed(em.loss, 4) + ", test loss " + fixed(last_eval->loss, 4) +
                        ", test accuracy " + fixed(100 * last_eval->accuracy, 2) + "%, " +
                        fixed(em.images_per_s, 0) + " img/s");
         }
-        metrics.write(em);
+        em.time = report::unix_time();
+        if (metrics) metrics->write(em);
+        if (reporter) reporter->epoch(em);
         totals = EpochTotals{};
         if (c.checkpoint_every == 0 || run_end) {
           save_checkpoint(position);
@@ -611,9 +843,13 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
         save_checkpoint(position);
         checkpoint_is_current = true;
       }
-      if (request.kill_at_step > 0 && step == request.kill_at_step) std::raise(SIGKILL);
-      if (signals.requested() != 0 && !run_end) {
-        const int signal = signals.requested();
+      if (request.kill_at_step > 0 && step == request.kill_at_step && test_kill_applies(job)) {
+        std::raise(SIGKILL);
+      }
+      // Every rank stops after the same step (a signal reaches them at different moments).
+      const int requested = agree_on_stop(job, signals.requested());
+      if (requested != 0 && !run_end) {
+        const int signal = requested;
         if (!checkpoint_is_current) save_checkpoint(position);
         console.stage("interrupted", std::string(signal == SIGINT ? "SIGINT" : "SIGTERM") +
                                          " after step " + std::to_string(step) +
@@ -628,7 +864,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   }
   outcome.step = step;
   outcome.final_eval = last_eval;
-  if (outcome.status == RunStatus::Interrupted) return outcome;
+  if (outcome.status == RunStatus::Interrupted) {
+    if (reporter) reporter->finish();
+    return outcome;
+  }
 
   if (!last_eval) {  // a resumed run that had nothing left to do
     console.stage("evaluate", "on " + std::to_string(test_set->size()) + " test samples");
@@ -638,7 +877,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                  fixed(100 * last_eval->accuracy, 2) + "%");
   }
   console.stage("save", run.model());
-  io::save_safetensors(run.model(), model->state_dict(), {{"format", "pt"}, {"model", c.model}});
+  if (writer) {
+    io::save_safetensors(run.model(), model->state_dict(), {{"format", "pt"}, {"model", c.model}});
+  }
+  if (reporter) reporter->finish();
   return outcome;
 }
 

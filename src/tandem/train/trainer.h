@@ -29,6 +29,7 @@ namespace tandem::train {
 struct StepResult {
   double loss = 0;  // mean loss over the global batch
   std::int64_t samples = 0;
+  std::int64_t correct = 0;  // samples whose largest logit is their target's
   std::vector<DeviceFigures> devices;  // one entry per device (replica)
 };
 
@@ -44,24 +45,41 @@ class StepRunner {
   virtual void optimizer_step(optim::Optimizer& optimizer) { optimizer.step(); }
 };
 
+// How a runner works through a global batch (the --split, --sync-batchnorm, --accumulate,
+// --threads and --micro-shard settings); the split and batch-norm settings need several devices.
+struct RunnerOptions {
+  std::int64_t accumulate = 1;  // micro-batches per global batch, each weighted by its rows
+  SplitSetting split;
+  bool sync_batchnorm = false;
+  int threads = 0;  // per device; 0: one device gets the caller's default, replicas share cores
+  std::int64_t micro_shard = 0;
+  // Several devices: each bucket's master parameters once DataParallel has summed them (a
+  // multi-process run reduces them across the processes from there).
+  std::function<void(const std::vector<Tensor>& params)> on_bucket_reduced;
+};
+RunnerOptions runner_options(const TrainConfig& config);
+
 class SingleDeviceRunner final : public StepRunner {
  public:
   SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device device,
-                     nn::CrossEntropyLoss criterion);
+                     nn::CrossEntropyLoss criterion, std::int64_t accumulate = 1);
   StepResult forward_backward(const data::Batch& batch) override;
 
  private:
   std::shared_ptr<nn::Module> model_;
   Device device_;
   nn::CrossEntropyLoss criterion_;
+  std::int64_t accumulate_;
 };
 
 // The runner for a layout (the model is moved to the first device): SingleDeviceRunner for one
-// device; for several, nn::DataParallel with replicas made by `factory`.
+// device; for several, nn::DataParallel with replicas made by `factory`. options.threads > 0 on
+// one device sets the calling thread's OpenMP thread count.
 std::unique_ptr<StepRunner> make_step_runner(
     std::shared_ptr<nn::Module> model, const DeviceLayout& layout,
     const nn::CrossEntropyLoss& criterion,
-    std::function<std::shared_ptr<nn::Module>()> factory = nullptr);
+    std::function<std::shared_ptr<nn::Module>()> factory = nullptr,
+    const RunnerOptions& options = {});
 
 // ---- configuration ----
 

@@ -1,0 +1,152 @@
+// Tests of the trainer's step runners and device choice: --accumulate gives the gradients of the
+// whole batch on one device and on CPU replicas (also for a short last batch), --split and
+// --sync-batchnorm reach DataParallel, bad combinations are errors naming the flag, and
+// --devices auto measures both CPU layouts and leaves the default generator as it was.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "tandem/tandem.h"
+#include "tandem/train/auto_devices.h"
+#include "tandem/train/config.h"
+#include "tandem/train/models.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::train {
+namespace {
+
+const InputSpec kInput{{1, 8, 8}, 10};  // seed CNN on 1x8x8 images, 10 classes
+
+std::shared_ptr<nn::Module> seed_model() {
+  const GeneratorState saved = default_generator().state();
+  manual_seed(7);
+  auto m = make_model(ModelKind::SeedCnn, kInput);
+  default_generator().set_state(saved);
+  return m;
+}
+
+data::Batch batch_of(std::int64_t rows, std::uint64_t seed) {
+  Generator g(seed);
+  return {randn({rows, 1, 8, 8}, {}, &g), randint(0, 10, {rows}, {.dtype = DType::Int64}, &g)};
+}
+
+struct Gradients {
+  double loss = 0;
+  std::vector<Tensor> grads;
+};
+
+// One forward_backward of a fresh seed model through the runner for `layout` and `options`.
+Gradients run(const std::string& devices, const RunnerOptions& options, const data::Batch& b) {
+  const std::shared_ptr<nn::Module> model = seed_model();
+  auto runner = make_step_runner(model, parse_devices(devices), nn::CrossEntropyLoss(),
+                                 [] { return make_model(ModelKind::SeedCnn, kInput); }, options);
+  Gradients out;
+  out.loss = runner->forward_backward(b).loss;
+  for (const Tensor& p : model->parameters()) out.grads.push_back(contiguous_copy(p.grad()));
+  return out;
+}
+
+void expect_same(const Gradients& a, const Gradients& b, const std::string& what) {
+  EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::abs(a.loss)) << what;
+  ASSERT_EQ(a.grads.size(), b.grads.size()) << what;
+  for (std::size_t i = 0; i < a.grads.size(); ++i) {
+    const Tensor x = a.grads[i].to(DType::Float64), y = b.grads[i].to(DType::Float64);
+    const double* px = x.data<double>();
+    const double* py = y.data<double>();
+    double worst = 0;
+    for (std::int64_t j = 0; j < x.numel(); ++j) {
+      worst = std::max(worst, std::abs(px[j] - py[j]) - 1e-5 * std::abs(py[j]));
+    }
+    EXPECT_LE(worst, 5e-6) << what << ", parameter " << i;
+  }
+}
+
+TEST(Runner, AccumulationGivesTheWholeBatchsGradients) {
+  const data::Batch b = batch_of(10, 1);
+  const Gradients whole = run("cpu", {}, b);
+  expect_same(run("cpu", {.accumulate = 3}, b), whole, "cpu, accumulate 3 (rows 4+3+3)");
+  expect_same(run("cpu:2", {}, b), whole, "cpu:2");
+  expect_same(run("cpu:2", {.accumulate = 3}, b), whole, "cpu:2, accumulate 3");
+  expect_same(run("cpu:3", {.accumulate = 2, .split = parse_split("3:1:1")}, b), whole,
+              "cpu:3, 3:1:1, accumulate 2");
+  // A batch with fewer rows than --accumulate (an epoch's last) ends the cycle early.
+  const data::Batch small = batch_of(2, 2);
+  expect_same(run("cpu:2", {.accumulate = 4}, small), run("cpu", {}, small),
+              "cpu:2, 2 rows, accumulate 4");
+  expect_same(run("cpu", {.accumulate = 4}, small), run("cpu", {}, small),
+              "cpu, 2 rows, accumulate 4");
+}
+
+TEST(Runner, SplitAndSyncBatchNormReachDataParallel) {
+  const data::Batch b = batch_of(12, 3);
+  expect_same(run("cpu:2", {.split = parse_split("auto")}, b), run("cpu", {}, b), "auto split");
+  expect_same(run("cpu:2", {.sync_batchnorm = true}, b), run("cpu", {}, b),
+              "sync batch norm (no batch norm in this model)");
+  testing::expect_contains(
+      testing::error_of([&] { run("cpu:2", {.split = parse_split("1:2:3")}, b); }),
+      "--split: 1:2:3 gives 3 proportions for 2 devices");
+  testing::expect_contains(
+      testing::error_of([&] { run("cpu", {.split = parse_split("1:2")}, b); }),
+      "--split: 1:2 gives proportions, but there is one device");
+}
+
+TEST(Config, ParallelSettingsParseAndValidate) {
+  TrainConfig a, b;
+  set_from_text(a, "split", "3:2:2:3");
+  set_from_text(a, "sync_batchnorm", "true");
+  set_from_text(a, "accumulate", "4");
+  set_from_text(a, "threads", "1");
+  apply_toml(b, "split = \"3:2:2:3\"\nsync_batchnorm = true\naccumulate = 4\nthreads = 1\n",
+             "b.toml");
+  EXPECT_EQ(to_json(a), to_json(b));
+  EXPECT_EQ(a.split.kind, SplitKind::Weighted);
+  EXPECT_EQ(a.split.proportions, (std::vector<double>{3, 2, 2, 3}));
+  EXPECT_EQ(split_name(a.split), "3:2:2:3");
+  EXPECT_EQ(parse_split("auto").kind, SplitKind::Auto);
+  EXPECT_EQ(split_name(parse_split("even")), "even");
+  EXPECT_NO_THROW(validate(a));
+  for (const char* bad : {"3", "3:x", "1:-1", "0:0", "", "1::2", "nan:1"}) {
+    testing::expect_contains(testing::error_of([&] { parse_split(bad); }), "--split");
+  }
+  TrainConfig c;
+  set_from_text(c, "accumulate", "65");  // more micro-batches than the batch's 64 rows
+  testing::expect_contains(testing::error_of([&] { validate(c); }), "--accumulate: 65");
+  TrainConfig d;
+  set_from_text(d, "micro_shard", "16");
+  set_from_text(d, "sync_batchnorm", "true");
+  testing::expect_contains(testing::error_of([&] { validate(d); }),
+                           "--micro-shard and --sync-batchnorm");
+}
+
+TEST(AutoDevices, MeasuresBothCpuLayoutsAndKeepsTheGenerator) {
+  manual_seed(42);
+  const GeneratorState before = default_generator().state();
+  const AutoDeviceChoice choice =
+      choose_cpu_layout({.make_model = [] { return make_model(ModelKind::SeedCnn, kInput); },
+                         .sample_shape = kInput.sample_shape,
+                         .classes = kInput.classes,
+                         .batch_size = 16,
+                         .cores = 2,
+                         .max_steps = 2,
+                         .max_seconds = 0.2});
+  EXPECT_EQ(default_generator().state(), before);
+  EXPECT_EQ(choice.one_device.layout.describe(), "cpu");
+  EXPECT_EQ(choice.one_device.threads, 2);
+  EXPECT_EQ(choice.replicas.layout.describe(), "cpu:0,cpu:1");
+  EXPECT_EQ(choice.replicas.threads, 1);
+  EXPECT_GT(choice.one_device.images_per_s, 0);
+  EXPECT_GT(choice.replicas.images_per_s, 0);
+  EXPECT_GE(choice.one_device.steps, 1);
+  const bool replicas_faster = choice.replicas.images_per_s > choice.one_device.images_per_s;
+  EXPECT_EQ(choice.layout, replicas_faster ? choice.replicas.layout : choice.one_device.layout);
+  for (const char* part : {"cpu:2 (2 replicas x 1 thread)", "cpu (1 device x 2 threads)", "img/s",
+                           "batch 16"}) {
+    testing::expect_contains(choice.reason, part);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::train
