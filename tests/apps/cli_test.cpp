@@ -303,10 +303,14 @@ TEST_F(CliTest, SigtermFinishesTheStepWritesACheckpointAndExits) {
           "--out", "run", static_cast<char*>(nullptr));
     _exit(98);
   }
-  // Wait until training is under way (the first step line is written), then ask it to stop.
+  // Wait until training is under way (the first step line is written, after the run line), then
+  // ask it to stop.
   const fs::path metrics = dir_ / "run/metrics.jsonl";
-  for (int i = 0; i < 6000 && (!fs::exists(metrics) || fs::file_size(metrics) == 0); ++i) usleep(10000);
-  ASSERT_GT(fs::file_size(metrics), 0u);
+  const auto stepping = [&] {
+    return fs::exists(metrics) && slurp(metrics).find("\"kind\":\"step\"") != std::string::npos;
+  };
+  for (int i = 0; i < 6000 && !stepping(); ++i) usleep(10000);
+  ASSERT_TRUE(stepping());
   kill(pid, SIGTERM);
   int raw = 0;
   ASSERT_EQ(waitpid(pid, &raw, 0), pid);
