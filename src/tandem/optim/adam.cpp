@@ -122,8 +122,9 @@ void Adam::set_option(std::size_t group, std::string_view name, double value) {
   }
 }
 
-void Adam::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
-  const AdamOptions& o = options_[group];
+Optimizer::ElementRange Adam::prepare(std::size_t group, const Tensor& param, const Tensor& grad,
+                                      ParamState& state) {
+  const AdamOptions o = options_[group];  // a copy: the ranges run with this step's options
   // Buffers are created (zeros) before their data pointers are taken; those stay valid.
   void* m = buffer(state, "exp_avg", param).raw_data();
   void* v = buffer(state, "exp_avg_sq", param).raw_data();
@@ -133,14 +134,21 @@ void Adam::update(std::size_t group, const Tensor& param, const Tensor& grad, Pa
   const Step s{.decay_factor = 1.0 - o.lr * o.weight_decay,
                .step_size = o.lr / (1.0 - std::pow(o.betas[0], t)),
                .bc2_sqrt = std::sqrt(1.0 - std::pow(o.betas[1], t))};
-  const std::int64_t n = param.numel();
+  const bool decoupled = decoupled_;
+  void* p = param.raw_data();
+  const void* g = grad.raw_data();
   if (param.dtype() == DType::Float32) {
-    adam_update(param.data<float>(), grad.data<float>(), static_cast<float*>(m),
-                static_cast<float*>(v), static_cast<float*>(vmax), n, o, decoupled_, s);
-  } else {
-    adam_update(param.data<double>(), grad.data<double>(), static_cast<double*>(m),
-                static_cast<double*>(v), static_cast<double*>(vmax), n, o, decoupled_, s);
+    return [=](std::int64_t b, std::int64_t e) {
+      adam_update(static_cast<float*>(p) + b, static_cast<const float*>(g) + b,
+                  static_cast<float*>(m) + b, static_cast<float*>(v) + b,
+                  vmax ? static_cast<float*>(vmax) + b : nullptr, e - b, o, decoupled, s);
+    };
   }
+  return [=](std::int64_t b, std::int64_t e) {
+    adam_update(static_cast<double*>(p) + b, static_cast<const double*>(g) + b,
+                static_cast<double*>(m) + b, static_cast<double*>(v) + b,
+                vmax ? static_cast<double*>(vmax) + b : nullptr, e - b, o, decoupled, s);
+  };
 }
 
 AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options) : Adam(true) {

@@ -51,8 +51,8 @@ class Adam : public Optimizer {
 
  protected:
   explicit Adam(bool decoupled) : decoupled_(decoupled) {}
-  void update(std::size_t group, const Tensor& param, const Tensor& grad,
-              ParamState& state) override;
+  ElementRange prepare(std::size_t group, const Tensor& param, const Tensor& grad,
+                       ParamState& state) override;
   std::vector<std::string> buffer_names() const override {
     return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   }

@@ -99,7 +99,12 @@ const ParamState* Optimizer::state(const Tensor& param) const {
 }
 
 void Optimizer::step() {
+  for (const RangeUpdate& u : prepare_step()) u.run(0, u.numel);
+}
+
+std::vector<Optimizer::RangeUpdate> Optimizer::prepare_step() {
   NoGradGuard no_grad;
+  std::vector<RangeUpdate> updates;
   for (std::size_t g = 0; g < params_.size(); ++g) {
     for (const Tensor& p : params_[g]) {
       Tensor grad = p.grad();
@@ -116,9 +121,15 @@ void Optimizer::step() {
                    "parameter ", show(p.shape()), " ", p.dtype());
       if (!grad.device().is_cpu()) grad = copy_to(grad, kCPU);
       if (!grad.is_contiguous()) grad = contiguous_copy(grad);
-      update(g, p, grad, state_[p.impl()]);
+      ElementRange range = prepare(g, p, grad, state_[p.impl()]);
+      // The range function holds raw pointers: keep the (possibly copied) gradient alive with it.
+      updates.push_back({.param = p,
+                         .numel = p.numel(),
+                         .run = [grad, range = std::move(range)](std::int64_t b,
+                                                                  std::int64_t e) { range(b, e); }});
     }
   }
+  return updates;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -55,6 +56,20 @@ class Optimizer {
   // One update of every parameter that has a gradient (parameters without one are skipped).
   // Parameters must be contiguous float32 / float64 CPU tensors.
   void step();
+
+  // The same update in pieces, for several threads sharing it (DataParallel's replicas):
+  // prepare_step() runs step()'s checks and creates and counts every parameter's state on the
+  // calling thread, and returns one RangeUpdate per parameter with a gradient, in step()'s order.
+  // Each updates elements [begin, end) of its parameter; disjoint ranges of the same step may run
+  // concurrently on any threads, and running all of them equals step(), bit for bit. The
+  // gradients are read when a range runs; nothing may change the parameters or the optimizer
+  // between prepare_step() and the last range.
+  struct RangeUpdate {
+    Tensor param;
+    std::int64_t numel = 0;
+    std::function<void(std::int64_t begin, std::int64_t end)> run;
+  };
+  std::vector<RangeUpdate> prepare_step();
   // Drops the gradients (set_to_none, the default) or zeroes them in place.
   void zero_grad(bool set_to_none = true);
 
@@ -84,10 +99,12 @@ class Optimizer {
   Optimizer() = default;
   // Appends a group of parameters (each parameter may be in only one group).
   void add_params(std::vector<Tensor> params);
-  // Updates one parameter: param and grad are contiguous, on the CPU, of the same float dtype
-  // and shape; state persists between calls.
-  virtual void update(std::size_t group, const Tensor& param, const Tensor& grad,
-                      ParamState& state) = 0;
+  // One parameter's update of this step: param and grad are contiguous, on the CPU, of the same
+  // float dtype and shape; state persists between steps. Creates and counts the state now and
+  // returns the update of elements [begin, end), which reads grad's data when it runs.
+  using ElementRange = std::function<void(std::int64_t begin, std::int64_t end)>;
+  virtual ElementRange prepare(std::size_t group, const Tensor& param, const Tensor& grad,
+                               ParamState& state) = 0;
   // The buffer names this optimizer keeps per parameter, and whether it counts steps.
   virtual std::vector<std::string> buffer_names() const = 0;
   virtual bool counts_steps() const = 0;

@@ -97,19 +97,25 @@ void SGD::set_option(std::size_t group, std::string_view name, double value) {
   }
 }
 
-void SGD::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
-  const SGDOptions& o = options_[group];
+Optimizer::ElementRange SGD::prepare(std::size_t group, const Tensor& param, const Tensor& grad,
+                                     ParamState& state) {
+  const SGDOptions o = options_[group];  // a copy: the ranges run with this step's options
   Tensor* buffer = nullptr;
   bool first = false;
   if (o.momentum != 0.0) buffer = &Optimizer::buffer(state, "momentum_buffer", param, &first);
-  const std::int64_t n = param.numel();
+  void* p = param.raw_data();
+  const void* g = grad.raw_data();
+  void* buf = buffer ? buffer->raw_data() : nullptr;
   if (param.dtype() == DType::Float32) {
-    sgd_update(param.data<float>(), grad.data<float>(), buffer ? buffer->data<float>() : nullptr,
-               first, n, o);
-  } else {
-    sgd_update(param.data<double>(), grad.data<double>(), buffer ? buffer->data<double>() : nullptr,
-               first, n, o);
+    return [=](std::int64_t b, std::int64_t e) {
+      sgd_update(static_cast<float*>(p) + b, static_cast<const float*>(g) + b,
+                 buf ? static_cast<float*>(buf) + b : nullptr, first, e - b, o);
+    };
   }
+  return [=](std::int64_t b, std::int64_t e) {
+    sgd_update(static_cast<double*>(p) + b, static_cast<const double*>(g) + b,
+               buf ? static_cast<double*>(buf) + b : nullptr, first, e - b, o);
+  };
 }
 
 }  // namespace tandem::optim

@@ -39,8 +39,8 @@ class SGD : public Optimizer {
   void set_option(std::size_t group, std::string_view name, double value) override;
 
  protected:
-  void update(std::size_t group, const Tensor& param, const Tensor& grad,
-              ParamState& state) override;
+  ElementRange prepare(std::size_t group, const Tensor& param, const Tensor& grad,
+                       ParamState& state) override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
   bool counts_steps() const override { return false; }
 

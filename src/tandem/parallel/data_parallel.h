@@ -6,13 +6,15 @@
 //
 // Optimizer placement on CPU (measured with bench/data_parallel_bench.cpp, seed CNN, 256k
 // parameters, 2 cores): replicas alias the model's parameter storage (ParameterSync::Shared) and
-// the optimizer updates it once, on replica 0's thread. One SGD-momentum update takes 0.17 ms on
-// one thread and copying the parameters into a replica 0.02 ms, so update-then-broadcast
+// the optimizer updates it once, its element loops shared by the replica threads in equal slices
+// (step()): one SGD-momentum update takes 0.17 ms on one thread, and a serial update left the
+// other replica idle for that long every step (cpu:2 at batch 64, before the layout twins of
+// ops/cpu: 77-85% scaling over several sessions with the serial update, 84-89% with the shared
+// one). Update-then-broadcast
 // (ParameterSync::Broadcast, kept: CUDA replicas will need it) and every-replica updates (N
-// optimizer states, the same wall time at best) gain nothing; Shared moves no bytes and keeps
-// replicas identical by construction. The update runs on replica 0's thread, not the caller's:
-// the caller's OpenMP team (all cores by default) left spinning threads that cost 2.3-2.6 ms per
-// step on cpu:2, and a 2-thread update on replica 0 halved throughput for the same reason.
+// optimizer states) only add copies; Shared moves no bytes and keeps replicas identical by
+// construction. The update runs on the replica threads, not the caller's: the caller's OpenMP
+// team (all cores by default) left spinning threads that cost 2.3-2.6 ms per step on cpu:2.
 // Pinning (Pinning::Cores) is off by default: on 2 shared cores pinned and free replica threads
 // were within noise of each other (+-15% from round to round).
 #pragma once
@@ -141,9 +143,10 @@ class DataParallel {
   StepResult forward_backward(const Tensor& data, const Tensor& target, const LossFn& loss,
                               double weight = 0.0, bool end_cycle = false);
 
-  // The optimizer step of a finished cycle (an optimizer over the model's parameters), run on
-  // replica 0's thread and timed into the accounting; returns its seconds. Calling
-  // optimizer.step() directly also works (on the calling thread and its OpenMP team).
+  // The optimizer step of a finished cycle (an optimizer over the model's parameters), shared by
+  // the replica threads in equal element slices (the same result as optimizer.step(), bit for
+  // bit) and timed into the accounting; returns its wall seconds. Calling optimizer.step()
+  // directly also works (on the calling thread and its OpenMP team).
   double step(optim::Optimizer& optimizer);
 
   std::size_t size() const;
