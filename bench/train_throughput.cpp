@@ -2,14 +2,19 @@
 // printing one JSON line per epoch in the same form as ../shared/anchors/pytorch_fmnist.py, so
 // bench/compare can put both side by side. The step goes through the trainer's step runner, as
 // in `tandem train`: one device, or DataParallel replicas with --devices cpu:N. A benchmark, not
-// a test.
+// a test. Each line also gives startup_s: from the process's start (as the kernel records it) to
+// the end of the first training step, less data_read_s, the time spent reading the dataset files.
 // Usage: train_throughput [--model seed-cnn|cnn|mlp] [--batch-size 64] [--epochs 1]
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N] [--seed 0]
 #include <omp.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 #include "tandem/tandem.h"
@@ -19,6 +24,24 @@
 
 namespace tn = tandem;
 
+// Seconds since this process started, from /proc (start time in clock ticks since boot against
+// the uptime); -1 where /proc cannot say.
+double seconds_since_process_start() {
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  double up = 0;
+  if (!(uptime >> up)) return -1;
+  // Field 22 (starttime) counts from the one after the ')' closing the command name (field 2).
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i < 22 && rest >> field; ++i) {
+  }
+  unsigned long long start_ticks = 0;
+  if (!(rest >> start_ticks)) return -1;
+  return up - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu";
@@ -59,8 +82,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  const auto read_start = std::chrono::steady_clock::now();
   auto train = tn::data::fashion_mnist("", tn::data::Split::Train);
   auto test = tn::data::fashion_mnist("", tn::data::Split::Test);
+  const double data_read_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - read_start).count();
+  double startup_s = -1;
   tn::data::DataLoader loader(train, {.batch_size = batch_size, .shuffle = true,
                                       .num_workers = 0, .seed = static_cast<std::uint64_t>(seed),
                                       .transforms = {tn::data::ToFloat()}});
@@ -81,6 +108,7 @@ int main(int argc, char** argv) {
       runner->optimizer_step(opt);
       seen += r.samples;
       total += r.loss * static_cast<double>(r.samples);
+      if (step == 0) startup_s = seconds_since_process_start() - data_read_s;
       if (++step == max_steps) break;
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -98,10 +126,11 @@ int main(int argc, char** argv) {
     }
     std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"%s\", \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
-                "\"loss\": %.4f, \"test_accuracy\": %.4f}\n",
+                "\"loss\": %.4f, \"test_accuracy\": %.4f, \"startup_s\": %.3f, \"data_read_s\": %.3f}\n",
                 model_name.c_str(), devices.c_str(), batch_size,
                 threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1, seen / dt, dt,
-                total / static_cast<double>(seen), static_cast<double>(correct) / count);
+                total / static_cast<double>(seen), static_cast<double>(correct) / count, startup_s,
+                data_read_s);
     std::fflush(stdout);
     if (step == max_steps) break;
   }

@@ -78,7 +78,9 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // ---- raw data (no autograd) ----
-  void* raw_data() const;  // address of the first element
+  // Address of the first element, to read or write: a layout twin of the storage is dropped
+  // first (written back if it held the only copy; see storage.h).
+  void* raw_data() const;
   template <typename T>
   T* data() const {
     TANDEM_CHECK(dtype() == DTypeOf<T>::value, "data<", dtype_name(DTypeOf<T>::value),

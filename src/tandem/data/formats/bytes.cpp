@@ -17,9 +17,16 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
                                                        &std::fclose);
   TANDEM_CHECK(file != nullptr, path.string(), ": cannot open (", std::strerror(errno), ")");
-  std::vector<std::uint8_t> out;
+  // Read straight into a buffer of the file's size (touching every page once: fresh pages are
+  // expensive), then in chunks past it should the file have grown or not report a size.
+  std::error_code ec;
+  const std::uintmax_t expected = std::filesystem::file_size(path, ec);
+  std::vector<std::uint8_t> out(ec ? 0 : static_cast<std::size_t>(expected));
+  std::size_t got_total = std::fread(out.data(), 1, out.size(), file.get());
+  out.resize(got_total);
   std::uint8_t chunk[1 << 16];
   for (;;) {
+    if (std::ferror(file.get())) break;
     const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
     out.insert(out.end(), chunk, chunk + got);
     if (got < sizeof chunk) break;
@@ -40,14 +47,16 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> bytes, std::strin
   TANDEM_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, name, ": zlib cannot start inflating");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, &inflateEnd);
 
-  // Start from the size the last member's trailer claims (ISIZE, modulo 2^32), but never above
-  // what deflate can reach (about 1032:1), so a lying trailer cannot force a huge allocation.
+  // Start from the size the last member's trailer claims (ISIZE, modulo 2^32: exact for the usual
+  // single member under 4 GiB), but never above what deflate can reach (about 1032:1), so a lying
+  // trailer cannot force a huge allocation; without a trailer, from 4 times the input. A larger
+  // first guess would cost: every byte of the buffer is touched (zeroed) up front.
   std::size_t guess = bytes.size() * 4;
   if (bytes.size() >= 18) {
     const std::uint8_t* t = bytes.data() + bytes.size() - 4;
     const std::size_t isize = std::uint32_t{t[0]} | (std::uint32_t{t[1]} << 8) |
                               (std::uint32_t{t[2]} << 16) | (std::uint32_t{t[3]} << 24);
-    guess = std::max(guess, std::min(isize, bytes.size() * 1032));
+    guess = std::min(isize, bytes.size() * 1032);
   }
   std::vector<std::uint8_t> out(std::min(std::max<std::size_t>(guess, 1024), max_bytes));
   std::size_t in_pos = 0;   // compressed bytes consumed (over all members)
@@ -84,6 +93,7 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> bytes, std::strin
                 " (zlib: ", zs.msg ? zs.msg : "error", ")");
   }
   out.resize(out_pos);
+  if (out.capacity() > out_pos + out_pos / 8) out.shrink_to_fit();  // the caller may keep it
   return out;
 }
 

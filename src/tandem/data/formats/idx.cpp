@@ -2,6 +2,7 @@
 #include "tandem/data/formats/idx.h"
 
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,9 +83,15 @@ IdxHeader parse_idx(std::span<const std::uint8_t> bytes, std::string_view name) 
   return header;
 }
 
-TensorDataset idx_dataset(std::span<const std::uint8_t> images, std::string_view images_name,
-                          std::span<const std::uint8_t> labels, std::string_view labels_name,
-                          std::int64_t num_classes) {
+namespace {
+
+// The dataset from checked IDX files; `owner`, when given, holds `images` and lends its memory to
+// the image tensor instead of a copy (fresh pages are costly, and a copy doubles the peak memory
+// while loading).
+TensorDataset idx_dataset_over(std::span<const std::uint8_t> images, std::string_view images_name,
+                               std::span<const std::uint8_t> labels, std::string_view labels_name,
+                               std::int64_t num_classes,
+                               std::shared_ptr<std::vector<std::uint8_t>> owner) {
   TANDEM_CHECK(num_classes >= 1, "idx_dataset: num_classes ", num_classes, " must be positive");
   const IdxHeader ih = parse_idx(images, images_name);
   const IdxHeader lh = parse_idx(labels, labels_name);
@@ -105,9 +112,29 @@ TensorDataset idx_dataset(std::span<const std::uint8_t> images, std::string_view
     targets[static_cast<std::size_t>(i)] = v;
   }
   // data: (N, 1, H, W) uint8
-  Tensor data =
-      from_host(images.data() + ih.data_offset, DType::UInt8, {n, 1, ih.dims[1], ih.dims[2]});
+  const Shape shape{n, 1, ih.dims[1], ih.dims[2]};
+  Tensor data;
+  if (owner) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = std::make_shared<Storage>(owner->data(), owner->size(), kCPU,
+                                              [owner](void*) mutable { owner.reset(); });
+    impl->shape = shape;
+    impl->strides = contiguous_strides(shape);
+    impl->offset = static_cast<std::int64_t>(ih.data_offset);
+    impl->dtype = DType::UInt8;
+    data = Tensor(std::move(impl));
+  } else {
+    data = from_host(images.data() + ih.data_offset, DType::UInt8, shape);
+  }
   return TensorDataset(std::move(data), from_vector(targets, {n}), num_classes);
+}
+
+}  // namespace
+
+TensorDataset idx_dataset(std::span<const std::uint8_t> images, std::string_view images_name,
+                          std::span<const std::uint8_t> labels, std::string_view labels_name,
+                          std::int64_t num_classes) {
+  return idx_dataset_over(images, images_name, labels, labels_name, num_classes, nullptr);
 }
 
 TensorDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
@@ -115,13 +142,14 @@ TensorDataset load_idx(const std::filesystem::path& images, const std::filesyste
   const auto name_of = [](const std::filesystem::path& p, std::span<const std::uint8_t> raw) {
     return is_gzip(raw) ? p.string() + " (inflated)" : p.string();
   };
-  std::vector<std::uint8_t> image_bytes = read_file(images);
-  const std::string image_name = name_of(images, image_bytes);
-  if (is_gzip(image_bytes)) image_bytes = gunzip(image_bytes, images.string());
+  auto image_bytes = std::make_shared<std::vector<std::uint8_t>>(read_file(images));
+  const std::string image_name = name_of(images, *image_bytes);
+  if (is_gzip(*image_bytes)) *image_bytes = gunzip(*image_bytes, images.string());
   std::vector<std::uint8_t> label_bytes = read_file(labels);
   const std::string label_name = name_of(labels, label_bytes);
   if (is_gzip(label_bytes)) label_bytes = gunzip(label_bytes, labels.string());
-  return idx_dataset(image_bytes, image_name, label_bytes, label_name, num_classes);
+  return idx_dataset_over(*image_bytes, image_name, label_bytes, label_name, num_classes,
+                          image_bytes);
 }
 
 TensorDataset mnist(const std::filesystem::path& dir, Split split) {

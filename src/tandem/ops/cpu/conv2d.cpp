@@ -1,6 +1,9 @@
 // 2-D convolution on the CPU, forward and both backwards (stride, padding, dilation, groups, bias).
-// float32: oneDNN convolution primitives, cached per shape, in the layouts oneDNN prefers (operands
-// reordered to and from plain NCHW around them). float64: plain reference loops.
+// float32: oneDNN convolution primitives, cached per shape, in the layouts oneDNN prefers; inputs and
+// outputs in those layouts stay attached to the tensors as layout twins (layout_twin.h), so a
+// conv's output feeds the next conv, and a grad_output both backwards, without converting to plain
+// NCHW and back. Weights are reordered on every call (the optimizer changes them). float64: plain
+// reference loops.
 // x (N, C, H, W), w (K, C/G, R, S), b (K), y (N, K, P, Q); G groups.
 #include <array>
 #include <cstdint>
@@ -10,6 +13,7 @@
 
 #include "tandem/ops/cpu/common.h"
 #include "tandem/ops/cpu/dnnl_context.h"
+#include "tandem/ops/cpu/layout_twin.h"
 #include "tandem/ops/ops.h"
 
 namespace tandem::ops {
@@ -185,12 +189,13 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& m,
   return dnnl::convolution_forward::primitive_desc(d, attr, cpu::dnnl_engine());
 }
 
-// Per-thread buffers holding operands in a primitive's own layout during one call, one per role
-// (an input and an output may be staged at the same time). 64-byte aligned.
-enum class Stage : std::uint8_t { A, B, C };
+// Per-thread buffers holding a weight or weight gradient in a primitive's own layout during one
+// call (activations and gradients of activations go through layout twins instead). 64-byte
+// aligned.
+enum class Stage : std::uint8_t { A, B };
 
 void* stage_buffer(Stage stage, std::size_t bytes) {
-  thread_local std::array<std::vector<char>, 3> buffers;
+  thread_local std::array<std::vector<char>, 2> buffers;
   auto& buffer = buffers[static_cast<std::size_t>(stage)];
   if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
   const auto address = reinterpret_cast<std::uintptr_t>(buffer.data());
@@ -263,16 +268,16 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
     auto pd = forward_pd(m, user_scratchpad());
     return cpu::CachedPrimitive{dnnl::convolution_forward(pd), pd};
   });
-  memory xm = input_as(x, m.x, entry.pd.src_desc(0), Stage::A, key + ":x");
-  memory wm = input_as(w, m.w, entry.pd.weights_desc(0), Stage::B, key + ":w");
-  memory ym = output_as(y, m.y, entry.pd.dst_desc(0), Stage::C);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
+  const cpu::Operand xm = cpu::read_as(x, m.x, entry.pd.src_desc(0), key + ":x");
+  memory wm = input_as(w, m.w, entry.pd.weights_desc(0), Stage::A, key + ":w");
+  const cpu::Operand ym = cpu::write_as(y, m.y, entry.pd.dst_desc(0), key + ":y");
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm.memory},
                                        {DNNL_ARG_WEIGHTS, wm},
-                                       {DNNL_ARG_DST, ym},
+                                       {DNNL_ARG_DST, ym.memory},
                                        {DNNL_ARG_SCRATCHPAD, cpu::scratchpad_for(entry.pd)}};
   if (b.defined()) args.emplace(DNNL_ARG_BIAS, cpu::as_memory(b, m.b));
   entry.primitive.execute(cpu::dnnl_stream(), args);
-  finish_output(ym, y, m.y, key + ":y");
+  cpu::finish_write(y, ym);
   return y;
 }
 
@@ -308,15 +313,16 @@ Tensor conv2d_backward_input(const Tensor& grad_out_in, const Tensor& w_in, cons
                                                        cpu::dnnl_engine(), hint);
     return cpu::CachedPrimitive{dnnl::convolution_backward_data(pd), pd};
   });
-  memory gm = input_as(g, m.y, entry.pd.diff_dst_desc(0), Stage::A, key + ":gy");
-  memory wm = input_as(w, m.w, entry.pd.weights_desc(0), Stage::B, key + ":w");
-  memory gxm = output_as(gx, m.x, entry.pd.diff_src_desc(0), Stage::C);
+  // grad_out's twin stays for conv2d_backward_weights, which runs next on the same grad_out.
+  const cpu::Operand gm = cpu::read_as(g, m.y, entry.pd.diff_dst_desc(0), key + ":gy");
+  memory wm = input_as(w, m.w, entry.pd.weights_desc(0), Stage::A, key + ":w");
+  const cpu::Operand gxm = cpu::write_as(gx, m.x, entry.pd.diff_src_desc(0), key + ":gx");
   entry.primitive.execute(cpu::dnnl_stream(),
-                          {{DNNL_ARG_DIFF_DST, gm},
+                          {{DNNL_ARG_DIFF_DST, gm.memory},
                            {DNNL_ARG_WEIGHTS, wm},
-                           {DNNL_ARG_DIFF_SRC, gxm},
+                           {DNNL_ARG_DIFF_SRC, gxm.memory},
                            {DNNL_ARG_SCRATCHPAD, cpu::scratchpad_for(entry.pd)}});
-  finish_output(gxm, gx, m.x, key + ":gx");
+  cpu::finish_write(gx, gxm);
   return gx;
 }
 
@@ -359,11 +365,11 @@ void conv2d_backward_weights(const Tensor& grad_out_in, const Tensor& x_in, cons
                                                             cpu::dnnl_engine(), hint);
       return cpu::CachedPrimitive{dnnl::convolution_backward_weights(pd), pd};
     });
-    memory xm = input_as(x, m.x, entry.pd.src_desc(0), Stage::A, key + ":x");
-    memory gm = input_as(g, m.y, entry.pd.diff_dst_desc(0), Stage::B, key + ":gy");
-    memory gwm = output_as(gw, m.w, entry.pd.diff_weights_desc(0), Stage::C);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
-                                         {DNNL_ARG_DIFF_DST, gm},
+    const cpu::Operand xm = cpu::read_as(x, m.x, entry.pd.src_desc(0), key + ":x");
+    const cpu::Operand gm = cpu::read_as(g, m.y, entry.pd.diff_dst_desc(0), key + ":gy");
+    memory gwm = output_as(gw, m.w, entry.pd.diff_weights_desc(0), Stage::B);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm.memory},
+                                         {DNNL_ARG_DIFF_DST, gm.memory},
                                          {DNNL_ARG_DIFF_WEIGHTS, gwm},
                                          {DNNL_ARG_SCRATCHPAD, cpu::scratchpad_for(entry.pd)}};
     if (grad_b) args.emplace(DNNL_ARG_DIFF_BIAS, cpu::as_memory(gb, m.b));
