@@ -1,20 +1,26 @@
-// `tandem devices`: what can run work — GPUs through the CUDA backend when built with it, and the
-// CPU (model, cores, ISA extensions, memory) — as a table or, with --json, one JSON object.
+// `tandem devices`: what can run work — the GPUs the CUDA runtime sees (name, memory, compute
+// capability, multiprocessors, peer access; CUDA_VISIBLE_DEVICES applies) or why there are none,
+// and the CPU (model, cores, ISA extensions, memory) — as a table or, with --json, one JSON object.
+#include "tandem/train/devices.h"
+
 #include <cstdio>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
-#include "tandem/train/devices.h"
+#include "tandem/base/check.h"
+#include "tandem/device/cuda/discovery.h"
 
 namespace tandem::app {
 namespace {
 
 std::string gib(std::uint64_t bytes) {
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  std::snprintf(buffer, sizeof buffer, "%.1f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
   return buffer;
 }
 
@@ -27,6 +33,94 @@ std::string joined(const std::vector<std::string>& words) {
   return out.empty() ? "-" : out;
 }
 
+// 13000 -> "13.0"; 0 -> "" (absent).
+std::string cuda_version(int v) {
+  return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "";
+}
+
+// One GPU's figures, or why they could not be read.
+struct GpuEntry {
+  int index = 0;
+  std::optional<cuda::GpuInfo> info;
+  std::string error;
+};
+
+std::vector<GpuEntry> read_gpus() {
+  std::vector<GpuEntry> gpus;
+  for (int i = 0; i < cuda::device_count(); ++i) {
+    GpuEntry entry;
+    entry.index = i;
+    try {
+      entry.info = cuda::gpu_info(i);
+    } catch (const Error& e) {
+      entry.error = e.what();
+    }
+    gpus.push_back(std::move(entry));
+  }
+  return gpus;
+}
+
+std::string peer_list(const std::vector<int>& peers) {
+  std::string out;
+  for (const int p : peers) out += (out.empty() ? "cuda:" : ", cuda:") + std::to_string(p);
+  return out;
+}
+
+nlohmann::ordered_json gpu_json(const GpuEntry& g) {
+  nlohmann::ordered_json j;
+  j["device"] = "cuda:" + std::to_string(g.index);
+  if (!g.info) {
+    j["error"] = g.error;
+    return j;
+  }
+  const cuda::GpuInfo& i = *g.info;
+  j["name"] = i.name;
+  j["pci_bus_id"] = i.pci_bus_id;
+  j["memory_total_bytes"] = i.total_memory;
+  j["memory_free_bytes"] = i.free_memory;
+  j["compute_capability"] = std::to_string(i.major) + "." + std::to_string(i.minor);
+  j["multiprocessors"] = i.multiprocessors;
+  j["peers"] = nlohmann::ordered_json::array();
+  for (const int p : i.peers) j["peers"].push_back("cuda:" + std::to_string(p));
+  return j;
+}
+
+void print_gpus(const std::vector<GpuEntry>& gpus, const std::string& reason) {
+  std::printf("GPU\n");
+  if (cuda::built()) {
+    const std::string runtime = cuda_version(cuda::runtime_version());
+    const std::string driver = cuda_version(cuda::driver_version());
+    std::printf("  CUDA     runtime %s, driver %s\n", runtime.c_str(),
+                driver.empty() ? "none" : driver.c_str());
+    const std::optional<std::string> visible = cuda::visible_devices_variable();
+    if (visible) {
+      std::printf("  visible  CUDA_VISIBLE_DEVICES=\"%s\": only those GPUs, numbered from cuda:0\n",
+                  visible->c_str());
+    } else {
+      std::printf("  visible  all GPUs (CUDA_VISIBLE_DEVICES is not set)\n");
+    }
+  }
+  if (gpus.empty()) {
+    std::printf("  no GPU: %s; training will use the CPU\n", reason.c_str());
+    return;
+  }
+  for (const GpuEntry& g : gpus) {
+    if (!g.info) {
+      std::printf("  cuda:%d   could not be read: %s\n", g.index, g.error.c_str());
+      continue;
+    }
+    const cuda::GpuInfo& i = *g.info;
+    std::printf("  cuda:%d   %s (PCI %s)\n", g.index, i.name.c_str(), i.pci_bus_id.c_str());
+    std::printf(
+        "           memory %s total, %s free; compute capability %d.%d; %d multiprocessors\n",
+        gib(i.total_memory).c_str(), gib(i.free_memory).c_str(), i.major, i.minor,
+        i.multiprocessors);
+    std::printf("           peer access: %s\n",
+                gpus.size() == 1 ? "no other GPU"
+                                 : (i.peers.empty() ? "none" : peer_list(i.peers).c_str()));
+  }
+}
+
 }  // namespace
 
 Command add_devices_command(CLI::App& app) {
@@ -35,9 +129,8 @@ Command add_devices_command(CLI::App& app) {
   cmd->add_flag("--json", *json, "Print one JSON object instead of a table");
   return [json]() {
     const train::CpuInfo cpu = train::read_cpu_info();
-    const bool cuda = train::cuda_built();
-    const int gpus = train::cuda_device_count();
-    const std::string gpu_reason = !cuda ? "built without CUDA" : (gpus == 0 ? "no CUDA GPU visible" : "");
+    const std::vector<GpuEntry> gpus = read_gpus();
+    const std::string gpu_reason = cuda::unavailable_reason();
     if (*json) {
       nlohmann::ordered_json j;
       j["cpu"] = {{"model", cpu.model},
@@ -46,10 +139,20 @@ Command add_devices_command(CLI::App& app) {
                   {"isa", cpu.isa},
                   {"memory_total_bytes", cpu.memory_total_bytes},
                   {"memory_available_bytes", cpu.memory_available_bytes}};
-      j["cuda_built"] = cuda;
+      j["cuda_built"] = cuda::built();
+      if (cuda::built()) {
+        j["cuda_runtime_version"] = cuda_version(cuda::runtime_version());
+        const std::string driver = cuda_version(cuda::driver_version());
+        j["cuda_driver_version"] =
+            driver.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(driver);
+      }
+      const std::optional<std::string> visible = cuda::visible_devices_variable();
+      j["cuda_visible_devices"] =
+          visible ? nlohmann::ordered_json(*visible) : nlohmann::ordered_json();
       j["gpus"] = nlohmann::ordered_json::array();
-      if (!gpu_reason.empty()) j["no_gpu_reason"] = gpu_reason;
-      j["training_device"] = gpus > 0 ? "cuda" : "cpu";
+      for (const GpuEntry& g : gpus) j["gpus"].push_back(gpu_json(g));
+      if (gpus.empty()) j["no_gpu_reason"] = gpu_reason;
+      j["training_device"] = train::auto_uses_gpus() ? "cuda" : "cpu";
       std::printf("%s\n", j.dump().c_str());
       return 0;
     }
@@ -60,11 +163,10 @@ Command add_devices_command(CLI::App& app) {
     std::printf("\n  ISA      %s\n", joined(cpu.isa).c_str());
     std::printf("  memory   %s total, %s available\n", gib(cpu.memory_total_bytes).c_str(),
                 gib(cpu.memory_available_bytes).c_str());
-    std::printf("GPU\n");
-    if (gpus == 0) {
-      std::printf("  no GPU: %s; training will use the CPU\n", gpu_reason.c_str());
-    } else {
-      for (int i = 0; i < gpus; ++i) std::printf("  cuda:%d\n", i);
+    print_gpus(gpus, gpu_reason);
+    if (!gpus.empty() && !train::auto_uses_gpus()) {
+      std::printf("  --devices auto trains on the CPU: tandem has no CUDA kernels yet (--devices "
+                  "cuda:N reaches the GPU, and stops at the first op it lacks)\n");
     }
     return 0;
   };

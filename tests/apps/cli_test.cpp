@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/device/cuda/discovery.h"
 #include "tandem/io/safetensors.h"
 
 namespace {
@@ -102,16 +103,22 @@ TEST_F(CliTest, DevicesReportsCpuAndWhyNoGpu) {
   const Result text = tandem("devices");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("CPU"), std::string::npos);
-  EXPECT_NE(text.out.find("no GPU: built without CUDA"), std::string::npos) << text.out;
+  // The GPUs, or why there are none: "built without CUDA", or the CUDA runtime's words.
+  const bool gpus = tandem::cuda::is_available();
+  const std::string no_gpu = "no GPU: " + tandem::cuda::unavailable_reason();
+  EXPECT_NE(text.out.find(gpus ? "cuda:0" : no_gpu), std::string::npos) << text.out;
   const Result json = tandem("devices --json");
   ASSERT_EQ(json.status, 0) << json.err;
   const Json j = Json::parse(json.out);
   EXPECT_GE(j["cpu"]["logical_cores"].get<int>(), 1);
   EXPECT_TRUE(j["cpu"]["isa"].is_array());
   EXPECT_GT(j["cpu"]["memory_total_bytes"].get<std::uint64_t>(), 0u);
-  EXPECT_FALSE(j["cuda_built"].get<bool>());
-  EXPECT_EQ(j["no_gpu_reason"], "built without CUDA");
-  EXPECT_EQ(j["training_device"], "cpu");
+  EXPECT_EQ(j["cuda_built"].get<bool>(), tandem::cuda::built());
+  EXPECT_EQ(j["gpus"].size(), static_cast<std::size_t>(tandem::cuda::device_count()));
+  if (!gpus) {
+    EXPECT_EQ(j["no_gpu_reason"], tandem::cuda::unavailable_reason());
+    EXPECT_EQ(j["training_device"], "cpu");
+  }
 }
 
 TEST_F(CliTest, TrainWritesTheRunDirectory) {
@@ -420,8 +427,10 @@ TEST_F(CliTest, BadInputExitsTwoWithOneLine) {
   expect_bad_input("train --lr nan --data synthetic:1x8x8:4:32", "--lr: nan");
   expect_bad_input("train --epochs two", "--epochs: 'two' is not an integer");
   expect_bad_input("train --data mnist:does-not-exist", "does-not-exist");
-  expect_bad_input("train --devices cuda:0 --data synthetic:1x8x8:4:32", "built without CUDA");
-  expect_bad_input("train --devices cuda --data synthetic:1x8x8:4:32", "built without CUDA");
+  expect_bad_input("train --devices cuda:64 --data synthetic:1x8x8:4:32", "does not exist");
+  if (!tandem::cuda::is_available()) {
+    expect_bad_input("train --devices cuda --data synthetic:1x8x8:4:32", "does not exist");
+  }
   expect_bad_input("train --devices tpu --data synthetic:1x8x8:4:32", "'tpu' is not a device");
   expect_bad_input("train --model cnn --data synthetic:100:3:50", "model cnn needs images");
   expect_bad_input("train --model resnet9", "unknown model 'resnet9'");

@@ -162,7 +162,9 @@ TEST(Config, BadValuesAreErrorsNamingTheFlag) {
 }
 
 TEST(Devices, SpellingsResolveOrFailClearly) {
-  EXPECT_EQ(parse_devices("auto").devices, (std::vector<Device>{kCPU}));
+  if (!auto_uses_gpus()) {  // else auto means every GPU
+    EXPECT_EQ(parse_devices("auto").devices, (std::vector<Device>{kCPU}));
+  }
   EXPECT_EQ(parse_devices("cpu").describe(), "cpu");
   const DeviceLayout three = parse_devices("cpu:3");
   ASSERT_EQ(three.devices.size(), 3u);
@@ -171,9 +173,18 @@ TEST(Devices, SpellingsResolveOrFailClearly) {
   EXPECT_THROW(parse_devices("cpu:0"), Error);
   EXPECT_THROW(parse_devices("cpu:x"), Error);
   EXPECT_THROW(parse_devices("tpu"), Error);
-  EXPECT_FALSE(cuda_built());
-  EXPECT_THROW(parse_devices("cuda"), Error);
-  EXPECT_THROW(parse_devices("cuda:0,cuda:1"), Error);
+  if (cuda_device_count() == 0) {  // built without CUDA, or no GPU visible
+    EXPECT_THROW(parse_devices("cuda"), Error);
+    EXPECT_THROW(parse_devices("cuda:0,cuda:1"), Error);
+  }
+  try {  // a GPU that does not exist names what does
+    parse_devices("cuda:64");
+    ADD_FAILURE() << "cuda:64 was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cuda:64"), std::string::npos) << m;
+    EXPECT_NE(m.find("does not exist"), std::string::npos) << m;
+  }
 }
 
 TEST(Devices, CpuInfoParsing) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "tandem/base/check.h"
-#include "tandem/device/allocator.h"
+#include "tandem/device/cuda/discovery.h"
 
 namespace tandem::train {
 namespace {
@@ -42,7 +42,8 @@ void require_cuda(std::string_view spec, std::string_view device) {
   TANDEM_CHECK(cuda_built(), "--devices ", spec, ": device '", device,
                "' does not exist: this tandem was built without CUDA (use --devices cpu or cpu:N)");
   TANDEM_CHECK(cuda_device_count() > 0, "--devices ", spec, ": device '", device,
-               "' does not exist: no CUDA GPU is visible");
+               "' does not exist: no CUDA GPU is visible (", cuda::unavailable_reason(),
+               "; use --devices cpu or cpu:N)");
 }
 
 }  // namespace
@@ -60,14 +61,21 @@ std::string DeviceLayout::describe() const {
   return out;
 }
 
-bool cuda_built() { return backend_available(DeviceType::CUDA); }
+bool cuda_built() { return cuda::built(); }
 
-int cuda_device_count() { return cuda_built() ? backend(DeviceType::CUDA).device_count() : 0; }
+// Until ops/cuda runs every op of the engine, a GPU cannot train a model: --devices auto stays on
+// the CPU (an explicit --devices cuda still reaches the GPU, and fails at the first op it lacks).
+// Flip this when the CUDA kernels land.
+constexpr bool kCudaOpsReady = false;
+
+bool auto_uses_gpus() { return kCudaOpsReady && cuda_device_count() > 0; }
+
+int cuda_device_count() { return cuda::device_count(); }
 
 DeviceLayout parse_devices(std::string_view spec) {
   DeviceLayout layout;
   if (spec == "auto") {
-    const int gpus = cuda_device_count();
+    const int gpus = auto_uses_gpus() ? cuda_device_count() : 0;
     for (int i = 0; i < gpus; ++i) layout.devices.emplace_back(DeviceType::CUDA, i);
     if (layout.devices.empty()) layout.devices.push_back(kCPU);
     return layout;
@@ -101,7 +109,8 @@ DeviceLayout parse_devices(std::string_view spec) {
                  "' is not a device (expected ", kSpellings, ")");
     const Device device(item);
     require_cuda(spec, item);
-    check_device(device);
+    const std::string missing = cuda::missing_gpu_message(device.index);
+    TANDEM_CHECK(missing.empty(), "--devices ", spec, ": ", missing);
     TANDEM_CHECK(seen.insert(device.index).second, "--devices ", spec, ": ", item,
                  " is listed twice");
     layout.devices.push_back(device);

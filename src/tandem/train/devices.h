@@ -21,12 +21,16 @@ struct DeviceLayout {
 };
 
 // An error naming the device and why when one does not exist (any cuda in a build without CUDA,
-// cuda:7 on a machine with two GPUs) — never a silent fallback.
+// cuda:7 on a machine with two GPUs: "... 2 GPUs are visible (cuda:0, cuda:1)"; no GPU at all:
+// the CUDA runtime's reason) — never a silent fallback.
 DeviceLayout parse_devices(std::string_view spec);
 
-// Whether this build of tandem has a CUDA backend, and how many GPUs it sees.
+// Whether this build of tandem has a CUDA backend, and how many GPUs it sees (tandem::cuda in
+// device/cuda/discovery.h has the rest: names, memory, peers, the reason there are none).
 bool cuda_built();
 int cuda_device_count();
+// Whether --devices auto means the GPUs (there are some, and tandem has CUDA kernels for its ops).
+bool auto_uses_gpus();
 
 struct CpuInfo {
   std::string model;                 // /proc/cpuinfo "model name"

@@ -1,0 +1,89 @@
+// The CUDA backend of the device table (allocator.h): memory from each GPU's caching allocator on
+// the calling thread's current stream; copies ordered on the current streams and finished before
+// returning when host memory or another GPU takes part. Registered at start-up (see CMakeLists).
+#include <cuda_runtime.h>
+
+#include "tandem/device/allocator.h"
+#include "tandem/device/cuda/caching_allocator.h"
+#include "tandem/device/cuda/check.h"
+#include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/stream.h"
+
+namespace tandem::cuda {
+namespace {
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  void* allocate(std::size_t nbytes, int index) override {
+    check_index(index);
+    return cuda::allocate(index, nbytes, current_stream(index));
+  }
+
+  void deallocate(void* ptr, std::size_t /*nbytes*/, int index) override { cuda::free(index, ptr); }
+
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            std::size_t nbytes) override {
+    if (nbytes == 0) return;
+    if (dst_device.is_cuda()) check_index(dst_device.index);
+    if (src_device.is_cuda()) check_index(src_device.index);
+    if (dst_device.is_cuda() && src_device.is_cuda()) {
+      copy_between_gpus(dst, dst_device.index, src, src_device.index, nbytes);
+      return;
+    }
+    // Host <-> GPU: on the GPU's current stream, after the work queued there (which may produce
+    // or still read the GPU memory); finished before returning, since the host memory may be
+    // pageable or freed as soon as we return.
+    const int gpu = dst_device.is_cuda() ? dst_device.index : src_device.index;
+    const cudaMemcpyKind kind =
+        dst_device.is_cuda() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    const DeviceGuard guard(gpu);
+    const cudaStream_t stream = current_stream(gpu);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  void synchronize(int index) override {
+    check_index(index);
+    const DeviceGuard guard(index);
+    TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  int device_count() const override { return cuda::device_count(); }
+
+ private:
+  static void copy_between_gpus(void* dst, int dst_gpu, const void* src, int src_gpu,
+                                std::size_t nbytes) {
+    if (dst_gpu == src_gpu) {  // stream order on the current stream is enough
+      const DeviceGuard guard(dst_gpu);
+      TANDEM_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, current_stream(dst_gpu)));
+      return;
+    }
+    // Another GPU: its producer's work first, then the copy on the destination's stream,
+    // finished before returning (the source may be freed and reused on its own stream).
+    {
+      const DeviceGuard guard(src_gpu);
+      TANDEM_CUDA_CHECK(cudaStreamSynchronize(current_stream(src_gpu)));
+    }
+    const DeviceGuard guard(dst_gpu);
+    const cudaStream_t stream = current_stream(dst_gpu);
+    TANDEM_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, nbytes, stream));
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+};
+
+// Registered during static initialisation; it touches no CUDA until first used.
+[[maybe_unused]] const bool registered = [] {
+  static CudaBackend* backend = new CudaBackend;  // never destroyed: tensors may outlive main
+  register_backend(DeviceType::CUDA, backend);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tandem::cuda
+
+// Named by the device layer's link options (--undefined), so static links keep this file.
+extern "C" {
+extern const int tandem_cuda_backend_anchor;
+const int tandem_cuda_backend_anchor = 1;
+}

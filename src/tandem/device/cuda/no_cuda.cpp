@@ -1,0 +1,55 @@
+// The CUDA API of a build without the CUDA toolkit: no GPUs, "built without CUDA" as the reason.
+#include <cstdlib>
+
+#include "tandem/base/check.h"
+#include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/memory.h"
+
+namespace tandem::cuda {
+
+namespace {
+constexpr const char* kReason = "built without CUDA";
+}  // namespace
+
+bool built() { return false; }
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::vector<Device> devices() { return {}; }
+std::string unavailable_reason() { return kReason; }
+
+std::optional<std::string> visible_devices_variable() {
+  const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+int runtime_version() { return 0; }
+int driver_version() { return 0; }
+
+std::string missing_gpu_message(int index) {
+  return "cuda:" + std::to_string(index) + " does not exist: no CUDA GPU is visible (" + kReason +
+         ")";
+}
+
+void check_index(int index) { TANDEM_FAIL(missing_gpu_message(index)); }
+
+GpuInfo gpu_info(int index) {
+  check_index(index);
+  return {};
+}
+
+bool can_access_peer(int from, int /*to*/) {
+  check_index(from);
+  return false;
+}
+
+AllocatorStats memory_stats(int device) {
+  check_index(device);
+  return {};
+}
+
+void reset_peak_memory(int device) { check_index(device); }
+
+void empty_cache() {}
+
+}  // namespace tandem::cuda
