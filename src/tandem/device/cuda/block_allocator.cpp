@@ -44,6 +44,7 @@ BlockAllocator::~BlockAllocator() {
     std::lock_guard<std::mutex> lock(mutex_);
     wait_pending();
     release_free_segments();
+    forget_abandoned_segments();
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw (device gone)
   }
 }
@@ -105,7 +106,10 @@ void BlockAllocator::free(void* ptr) {
   } catch (...) {
     // With no event to wait for, the block can never be known safe again: it stays out of the
     // pools (its bytes still reserved) rather than risk being reused under running work.
-    if (block->pending_events == 0) --stats_.pending_blocks;
+    if (block->pending_events == 0) {
+      --stats_.pending_blocks;
+      abandoned_.push_back(block);
+    }
     throw;
   }
 }
@@ -310,6 +314,27 @@ void BlockAllocator::release_free_segments() {
       delete block;
     }
   }
+}
+
+// An abandoned block's segment keeps its device memory (work may still use it: it goes with the
+// process), but once no other block of it is handed out or pending, its records are deleted.
+void BlockAllocator::forget_abandoned_segments() {
+  for (Block* abandoned : abandoned_) {
+    Block* head = abandoned;
+    while (head->prev != nullptr) head = head->prev;
+    bool idle = true;
+    for (Block* b = head; b != nullptr; b = b->next) {
+      if (b != abandoned && !b->in_pool) idle = false;
+    }
+    if (!idle) continue;
+    for (Block* b = head; b != nullptr;) {
+      Block* next = b->next;
+      if (b->in_pool) pool_of(b->small).erase(b);
+      delete b;
+      b = next;
+    }
+  }
+  abandoned_.clear();
 }
 
 void BlockAllocator::throw_out_of_memory(std::size_t nbytes, std::size_t size) {

@@ -132,12 +132,14 @@ class BlockAllocator {
   void process_events();              // completed events' blocks go back to their pools
   void wait_pending();                // waits for every pending event
   void release_free_segments();
+  void forget_abandoned_segments();  // destructor only
   Block* live_block(void* ptr) const;
   [[noreturn]] void throw_out_of_memory(std::size_t nbytes, std::size_t size);
 
   RawDeviceMemory& raw_;
   mutable std::mutex mutex_;
   Pool small_pool_, large_pool_;
+  std::vector<Block*> abandoned_;  // freed, but no event could be recorded: never reused
   std::unordered_map<void*, Block*> live_;
   std::deque<std::pair<EventId, Block*>> pending_;
   AllocatorStats stats_;
