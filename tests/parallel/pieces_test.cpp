@@ -1,6 +1,8 @@
 // The parts of DataParallel on their own: the weighted sum and buckets of the host reducer, the
 // replica group's gather and abort, the worker threads, the split helpers and AutoBalancer (fed
 // made-up timings, so nothing depends on this machine's speed).
+#include <omp.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -103,6 +105,35 @@ TEST(ReplicaThreads, RunsATaskOnEveryThreadAndReturnsTheirExceptions) {
   EXPECT_NE(ids[1], ids[2]);
   EXPECT_NE(ids[0], std::this_thread::get_id());
   EXPECT_THROW(ReplicaThreads(std::vector<ThreadSetup>{{.threads = 0}}), Error);
+}
+
+TEST(ReplicaThreads, TheCallerRunsTaskZeroWithItsReplicasThreadCount) {
+  const int before = omp_get_max_threads();
+  ReplicaThreads threads({{.threads = 1}, {.threads = 1}}, CallerRole::RunsFirst);
+  EXPECT_EQ(threads.size(), 2u);
+  std::vector<std::thread::id> ids(2);
+  std::vector<int> omp(2);
+  for (int round = 0; round < 4; ++round) {
+    auto errors = threads.run([&](std::size_t i) {
+      ids[i] = std::this_thread::get_id();
+      omp[i] = omp_get_max_threads();
+      if (i == 0 && round == 1) throw std::runtime_error("replica 0 failed");
+      if (i == 1 && round == 2) throw std::runtime_error("replica 1 failed");
+    });
+    ASSERT_EQ(errors.size(), 2u);
+    EXPECT_EQ(static_cast<bool>(errors[0]), round == 1);
+    EXPECT_EQ(static_cast<bool>(errors[1]), round == 2);
+    EXPECT_EQ(ids[0], std::this_thread::get_id());
+    EXPECT_NE(ids[1], std::this_thread::get_id());
+    EXPECT_EQ(omp, (std::vector<int>{1, 1}));
+    EXPECT_EQ(omp_get_max_threads(), before);  // the caller's own count is restored
+  }
+  // A task that outlasts the spin: the caller sleeps and is woken by the last worker.
+  auto errors = threads.run([&](std::size_t i) {
+    if (i == 1) std::this_thread::sleep_for(ReplicaThreads::kSpin * 5);
+  });
+  EXPECT_FALSE(errors[0] || errors[1]);
+  EXPECT_THROW(ReplicaThreads({{.threads = 1, .cpus = {0}}}, CallerRole::RunsFirst), Error);
 }
 
 TEST(Split, AtLeastOneSampleEachWhenTheBatchAllows) {

@@ -380,7 +380,10 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
       }
     }
   }
-  s.threads_pool = std::make_unique<parallel::ReplicaThreads>(std::move(setups));
+  // Unpinned, replica 0 runs on the caller's thread: a step then wakes one thread fewer, twice.
+  s.threads_pool = std::make_unique<parallel::ReplicaThreads>(
+      std::move(setups), s.options.pinning == Pinning::None ? parallel::CallerRole::RunsFirst
+                                                            : parallel::CallerRole::Waits);
 
   s.stats.devices.resize(n);
   for (std::size_t r = 0; r < n; ++r) {
@@ -590,10 +593,10 @@ double DataParallel::step(optim::Optimizer& optimizer) {
   const std::size_t n = s.size();
   // The checks and the state (buffers, step counts) here; the element loops, the whole cost, are
   // shared by the replica threads: replica r updates the r-th of n equal slices of all the
-  // parameters' elements taken end to end. On the replica threads with their OpenMP teams, not
-  // the caller's: an update on the calling thread starts that thread's own team (all cores by
-  // default), whose spinning threads then compete with the replicas (measured: 2.3-2.6 ms per
-  // step on cpu:2 against 0.2-0.6 ms on a replica's thread).
+  // parameters' elements taken end to end. With the replicas' OpenMP thread counts, not the
+  // caller's: an update with the calling thread's own team (all cores by default) leaves spinning
+  // threads that compete with the replicas (measured: 2.3-2.6 ms per step on cpu:2 against
+  // 0.2-0.6 ms on a replica's thread).
   std::vector<optim::Optimizer::RangeUpdate> updates;
   {
     const MemoryAccountScope charged(s.accounts[0]);

@@ -13,8 +13,10 @@
 // one). Update-then-broadcast
 // (ParameterSync::Broadcast, kept: CUDA replicas will need it) and every-replica updates (N
 // optimizer states) only add copies; Shared moves no bytes and keeps replicas identical by
-// construction. The update runs on the replica threads, not the caller's: the caller's OpenMP
-// team (all cores by default) left spinning threads that cost 2.3-2.6 ms per step on cpu:2.
+// construction. The update runs with the replicas' OpenMP thread counts, not the caller's: the
+// caller's OpenMP team (all cores by default) left spinning threads that cost 2.3-2.6 ms per step
+// on cpu:2. Unpinned, replica 0 is the calling thread itself (with its replica's thread count for
+// the duration), so each of a step's two hand-offs wakes one thread fewer (ReplicaThreads).
 // Pinning (Pinning::Cores) is off by default: on 2 shared cores pinned and free replica threads
 // were within noise of each other (+-15% from round to round).
 #pragma once

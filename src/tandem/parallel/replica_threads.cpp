@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -46,25 +47,53 @@ void set_up_this_thread(const ThreadSetup& setup) {
   omp_set_num_threads(setup.threads);
 }
 
-ReplicaThreads::ReplicaThreads(std::vector<ThreadSetup> setups)
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Spins until done() or kSpin has passed; true if done() became true.
+template <typename Done>
+bool spin_until(Done&& done) {
+  const auto until = Clock::now() + ReplicaThreads::kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (Clock::now() >= until) return done();
+  }
+}
+
+}  // namespace
+
+ReplicaThreads::ReplicaThreads(std::vector<ThreadSetup> setups, CallerRole role)
     : setups_(std::move(setups)), errors_(setups_.size()) {
   TANDEM_CHECK(!setups_.empty(), "DataParallel: no replica threads to start");
-  {
-    std::lock_guard lock(mutex_);
-    pending_ = setups_.size();
+  if (role == CallerRole::RunsFirst) {
+    TANDEM_CHECK(setups_[0].cpus.empty(),
+                 "DataParallel: task 0 runs on the calling thread, which is not pinned");
+    TANDEM_CHECK(setups_[0].threads >= 1, "DataParallel: a replica needs at least one thread, got ",
+                 setups_[0].threads);
+    first_worker_ = 1;
   }
-  threads_.reserve(setups_.size());
+  const std::size_t workers = setups_.size() - first_worker_;
+  pending_.store(workers);
+  threads_.reserve(workers);
   std::exception_ptr failed;
   try {
-    for (std::size_t i = 0; i < setups_.size(); ++i) threads_.emplace_back([this, i] { loop(i); });
+    for (std::size_t i = first_worker_; i < setups_.size(); ++i) {
+      threads_.emplace_back([this, i] { loop(i); });
+    }
   } catch (...) {
     failed = std::current_exception();  // the threads started so far are stopped below
     std::lock_guard lock(mutex_);
-    pending_ -= setups_.size() - threads_.size();
+    pending_ -= workers - threads_.size();
   }
   {
     std::unique_lock lock(mutex_);
-    done_cv_.wait(lock, [&] { return pending_ == 0; });
+    done_cv_.wait(lock, [&] { return pending_.load() == 0; });
     for (auto& e : errors_) {
       if (e && !failed) failed = e;
     }
@@ -92,16 +121,39 @@ ReplicaThreads::~ReplicaThreads() {
 }
 
 std::vector<std::exception_ptr> ReplicaThreads::run(const std::function<void(std::size_t)>& task) {
-  std::unique_lock lock(mutex_);
-  TANDEM_CHECK(pending_ == 0 && task_ == nullptr, "DataParallel: a step is already running");
-  for (auto& e : errors_) e = nullptr;
-  task_ = &task;
-  pending_ = threads_.size();
-  ++generation_;
+  {
+    std::lock_guard lock(mutex_);
+    TANDEM_CHECK(pending_.load() == 0 && task_ == nullptr, "DataParallel: a step is already running");
+    for (auto& e : errors_) e = nullptr;
+    task_ = &task;
+    pending_.store(threads_.size());
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  // Cheap when every worker is still spinning: no futex call without a sleeper.
   work_cv_.notify_all();
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  if (first_worker_ == 1) run_on_caller(task);
+  wait_for_workers();
+  std::lock_guard lock(mutex_);
   task_ = nullptr;
   return errors_;
+}
+
+void ReplicaThreads::run_on_caller(const std::function<void(std::size_t)>& task) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(setups_[0].threads);
+  try {
+    task(0);
+  } catch (...) {
+    errors_[0] = std::current_exception();  // only this thread writes errors_[0] during a run
+  }
+  omp_set_num_threads(saved);
+}
+
+void ReplicaThreads::wait_for_workers() {
+  // acquire: the workers' writes (their results, errors_) are visible once pending_ reads 0.
+  if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 void ReplicaThreads::loop(std::size_t index) {
@@ -115,16 +167,20 @@ void ReplicaThreads::loop(std::size_t index) {
     }
     std::lock_guard lock(mutex_);
     errors_[index] = error;
-    seen = generation_;
-    if (--pending_ == 0) done_cv_.notify_all();
+    seen = generation_.load();
+    if (pending_.fetch_sub(1) == 1) done_cv_.notify_all();
   }
   for (;;) {
+    spin_until([&] {
+      return stop_.load(std::memory_order_relaxed) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    });
     const std::function<void(std::size_t)>* task = nullptr;
     {
       std::unique_lock lock(mutex_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      work_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      if (stop_.load()) return;
+      seen = generation_.load();
       task = task_;
     }
     std::exception_ptr error;
@@ -135,7 +191,7 @@ void ReplicaThreads::loop(std::size_t index) {
     }
     std::lock_guard lock(mutex_);
     errors_[index] = error;
-    if (--pending_ == 0) done_cv_.notify_all();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_all();
   }
 }
 

@@ -2,8 +2,17 @@
 // which oneDNN uses for that thread's primitives, and optionally its CPU affinity). run() hands the
 // same task to every thread and returns when all have finished, with each one's exception. Not a
 // general thread pool: exactly one task per thread at a time, started and joined by one caller.
+//
+// Hand-offs are the cost at small batches (a DataParallel step is two run()s of a few ms each):
+// a sleeping thread woken through a futex on this VM takes tens of microseconds to run again, and
+// the caller sleeping through the replicas' work needs another wake-up. So, optionally, task 0 runs
+// on the calling thread itself (one thread fewer to wake, and the caller is busy instead of
+// asleep), and both sides spin for a short while (kSpin) before sleeping: a worker waiting for the
+// next task, and the caller waiting for the last worker.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -26,33 +35,49 @@ std::vector<int> available_cpus();
 // Applies a setup to the calling thread (its OpenMP thread count and, if given, its CPUs).
 void set_up_this_thread(const ThreadSetup& setup);
 
+enum class CallerRole : std::uint8_t {
+  Waits,      // every task runs on a worker thread; the caller waits
+  RunsFirst,  // task 0 runs on run()'s calling thread (with setups[0].threads OpenMP threads for
+              // its duration); setups[0] must not pin CPUs
+};
+
 class ReplicaThreads {
  public:
-  // Starts one thread per setup and waits until each is set up; throws if a setup failed.
-  explicit ReplicaThreads(std::vector<ThreadSetup> setups);
+  // How long a waiting side spins before it sleeps. A DataParallel step's gap between its two
+  // run()s, and between steps (the trainer's bookkeeping, the next batch), is mostly shorter.
+  static constexpr std::chrono::microseconds kSpin{200};
+
+  // Starts one thread per setup (but the first, under RunsFirst) and waits until each is set up;
+  // throws if a setup failed.
+  explicit ReplicaThreads(std::vector<ThreadSetup> setups, CallerRole role = CallerRole::Waits);
   ~ReplicaThreads();  // joins the threads
   ReplicaThreads(const ReplicaThreads&) = delete;
   ReplicaThreads& operator=(const ReplicaThreads&) = delete;
 
-  std::size_t size() const { return threads_.size(); }
+  std::size_t size() const { return setups_.size(); }  // tasks per run()
   const ThreadSetup& setup(std::size_t i) const { return setups_.at(i); }
 
-  // Runs task(i) on thread i for every i; returns each thread's exception (null when it finished).
+  // Runs task(i) for every i, on its own thread (task 0 on the caller's under RunsFirst); returns
+  // each task's exception (null when it finished).
   std::vector<std::exception_ptr> run(const std::function<void(std::size_t)>& task);
 
  private:
   void loop(std::size_t index);
+  void run_on_caller(const std::function<void(std::size_t)>& task);
+  void wait_for_workers();
 
   std::vector<ThreadSetup> setups_;
+  std::size_t first_worker_ = 0;  // the task index of threads_[0]: 1 under RunsFirst
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   const std::function<void(std::size_t)>* task_ = nullptr;
-  std::uint64_t generation_ = 0;
-  std::size_t pending_ = 0;  // threads still running the current task (or setting up)
-  bool stop_ = false;
-  std::vector<std::exception_ptr> errors_;
+  // Written under mutex_, also read without it by the spinning sides.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::size_t> pending_{0};  // workers still running the current task (or setting up)
+  std::atomic<bool> stop_{false};
+  std::vector<std::exception_ptr> errors_;  // [task]
 };
 
 }  // namespace tandem::parallel

@@ -3,6 +3,8 @@
 // and memory descriptors for plain row-major tensors. Only ops/cpu includes this file.
 #pragma once
 
+#include <omp.h>
+
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -28,14 +30,19 @@ struct CachedPrimitive {
   dnnl::primitive_desc_base pd;
 };
 
-// Returns the primitive cached under `key`, building it with make() the first time this thread
-// asks. make returns a CachedPrimitive.
+// Returns the primitive cached under `key` and the thread's current OpenMP thread count (oneDNN
+// fixes a primitive's work split when it is made: one made for 2 threads would start a team of 2
+// where 1 is asked for, as when DataParallel runs a 1-thread replica on a thread that used 2),
+// building it with make() the first time this thread asks. make returns a CachedPrimitive.
 template <typename Make>
 CachedPrimitive& cached_primitive(const std::string& key, Make&& make) {
   thread_local std::unordered_map<std::string, std::unique_ptr<CachedPrimitive>> cache;
-  auto it = cache.find(key);
+  std::string full = key;
+  full += "|omp";
+  full += std::to_string(omp_get_max_threads());
+  auto it = cache.find(full);
   if (it == cache.end()) {
-    it = cache.emplace(key, std::make_unique<CachedPrimitive>(make())).first;
+    it = cache.emplace(std::move(full), std::make_unique<CachedPrimitive>(make())).first;
   }
   return *it->second;
 }
