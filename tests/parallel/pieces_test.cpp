@@ -14,6 +14,7 @@
 #include "tandem/parallel/replica_group.h"
 #include "tandem/parallel/replica_threads.h"
 #include "tandem/parallel/split.h"
+#include "tandem/tensor/factories.h"
 
 namespace tandem::parallel {
 namespace {
@@ -52,6 +53,97 @@ TEST(Buckets, CloseOnceTheyHoldTheLimit) {
   ASSERT_EQ(buckets.size(), 2u);
   EXPECT_EQ(buckets[0], (std::vector<std::size_t>{3, 2}));  // 100, then 800 closes it
   EXPECT_EQ(buckets[1], (std::vector<std::size_t>{1, 0}));  // 400 + 400
+}
+
+// Two replicas' gradients for a 150,001-element and a 7-element parameter (several chunks), the
+// expected 0.25 * g0 + 0.75 * g1 per element, and replica 0's parameters to compare with.
+struct TwoReplicas {
+  std::vector<std::vector<Tensor>> params;
+  std::vector<std::vector<std::vector<Tensor>>> stored{2};
+  std::vector<std::vector<float>> expected;
+  TwoReplicas() {
+    Generator g(3);
+    params.resize(2);
+    for (std::int64_t n : {150001, 7}) {
+      Tensor grads[2];
+      for (std::size_t r = 0; r < 2; ++r) {
+        params[r].push_back(zeros({n}));
+        grads[r] = randn({n}, {}, &g);
+        params[r].back().set_grad(grads[r]);
+      }
+      std::vector<float> e(static_cast<std::size_t>(n));
+      for (std::int64_t k = 0; k < n; ++k) {
+        e[static_cast<std::size_t>(k)] =
+            static_cast<float>(0.25 * static_cast<double>(grads[0].data<float>()[k]) +
+                               0.75 * static_cast<double>(grads[1].data<float>()[k]));
+      }
+      expected.push_back(std::move(e));
+    }
+  }
+  ReductionPlan plan() const {
+    return {.contributions = {{.replica = 0, .coeff = 0.25}, {.replica = 1, .coeff = 0.75}},
+            .base = {Tensor(), Tensor()}};
+  }
+  void check() const {
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      const Tensor out = params[0][i].grad();
+      const std::vector<float> got(out.data<float>(), out.data<float>() + out.numel());
+      EXPECT_EQ(got, expected[i]) << "parameter " << i;
+    }
+  }
+};
+
+TEST(HostReducer, DeferredSumsAreRunByTheReplicasThatHelpAndMatchTheWeightedSum) {
+  TwoReplicas t;
+  HostReducer reducer(t.params, t.stored, 16);  // one bucket per parameter
+  ASSERT_TRUE(reducer.deferred());
+  reducer.begin(t.plan());
+  // Replica 0 ends its backward first: nothing is ready until replica 1 completes the buckets.
+  reducer.arm(0);
+  reducer.grad_ready(0, 1);
+  reducer.grad_ready(0, 0);
+  reducer.finish(0);
+  EXPECT_FALSE(reducer.help(0));
+  EXPECT_FALSE(reducer.all_set_up());
+  reducer.arm(1);
+  reducer.grad_ready(1, 1);
+  reducer.grad_ready(1, 0);  // completes both buckets: set up, nothing summed yet
+  EXPECT_TRUE(reducer.all_set_up());
+  EXPECT_FALSE(reducer.all_reduced());
+  reducer.finish(1);
+  // Both replicas help at once, from two threads.
+  std::atomic<int> chunks[2] = {0, 0};
+  std::thread other([&] {
+    while (reducer.help(1)) ++chunks[1];
+  });
+  while (reducer.help(0)) ++chunks[0];
+  other.join();
+  EXPECT_EQ(chunks[0] + chunks[1], 4);  // 150,001 elements in chunks of 65,536, and 7
+  EXPECT_TRUE(reducer.all_reduced());
+  EXPECT_GT(reducer.reduce_seconds(0) + reducer.reduce_seconds(1), 0.0);
+  t.check();
+}
+
+TEST(HostReducer, EagerWithACallbackSumsEachBucketOnTheLastReplicaAndHandsItOn) {
+  TwoReplicas t;
+  std::vector<std::int64_t> handed;  // numel of each bucket's parameter, in order
+  HostReducer reducer(t.params, t.stored, 16, [&](const std::vector<Tensor>& masters) {
+    ASSERT_EQ(masters.size(), 1u);
+    handed.push_back(masters[0].numel());
+  });
+  ASSERT_FALSE(reducer.deferred());
+  reducer.begin(t.plan());
+  reducer.arm(0);
+  reducer.arm(1);
+  reducer.grad_ready(0, 1);
+  reducer.grad_ready(1, 1);  // the last replica for bucket 0 (parameter 1) sums it at once
+  EXPECT_EQ(handed, (std::vector<std::int64_t>{7}));
+  reducer.finish(0);
+  reducer.finish(1);  // completes parameter 0's bucket, with nothing: its hook never came
+  EXPECT_EQ(handed, (std::vector<std::int64_t>{7, 150001}));
+  EXPECT_FALSE(reducer.help(0));
+  EXPECT_TRUE(reducer.all_reduced());
+  t.check();
 }
 
 TEST(ReplicaGroup, GathersInReplicaOrderAcrossThreads) {

@@ -3,6 +3,8 @@
 // the bookkeeping of accumulation cycles, errors and accounting on the calling thread.
 #include "tandem/parallel/data_parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -103,6 +105,7 @@ struct DataParallelState {
   std::vector<double> proportions() const;
   void sync_parameters(std::size_t r);
   void run_replica(std::size_t r);
+  double help_reduce(std::size_t r);  // returns the seconds it waited
   void reset_cycle();
 };
 
@@ -210,9 +213,40 @@ void DataParallelState::run_replica(std::size_t r) {
   }
   // A replica without a live backward this step still completes every bucket (with nothing).
   if (w.communicate && !went_live) reducer->finish(r);
+  const double helped_wait = w.communicate && reducer->deferred() ? help_reduce(r) : 0.0;
   if (w.communicate) st.reduction_s = reducer->reduce_seconds(r);
-  st.wait_s = group->wait_seconds(r);
+  st.wait_s = group->wait_seconds(r) + helped_wait;
   w.finished = Clock::now();
+}
+
+// Replica r's backward has ended: it runs the buckets' waiting sum chunks. While other replicas
+// are still in their backward (more buckets to come) it waits for their chunks, for up to
+// kHelpWait; leaving earlier is always safe, as the last replica to finish finds every bucket set
+// up and runs what is left.
+double DataParallelState::help_reduce(std::size_t r) {
+  constexpr auto kHelpWait = std::chrono::milliseconds(2);
+  constexpr auto kBusy = std::chrono::microseconds(50);
+  double waited = 0.0;
+  std::optional<Clock::time_point> idle_since;
+  for (;;) {
+    if (reducer->help(r)) {
+      if (idle_since) waited += seconds_since(*idle_since);
+      idle_since.reset();
+      continue;
+    }
+    if (reducer->all_set_up()) break;  // the rest is claimed by replicas still running it
+    const auto now = Clock::now();
+    if (!idle_since) idle_since = now;
+    if (now - *idle_since >= kHelpWait) break;
+    group->check_not_aborted();
+    if (now - *idle_since >= kBusy) {
+      sched_yield();
+    } else {
+      parallel::spin_pause();
+    }
+  }
+  if (idle_since) waited += seconds_since(*idle_since);
+  return waited;
 }
 
 void DataParallelState::reset_cycle() {
@@ -547,6 +581,8 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
     s.reset_cycle();
     std::rethrow_exception(first_primary ? first_primary : first);
   }
+  TANDEM_CHECK(!communicate || s.reducer->all_reduced(),
+               "DataParallel: internal error, a gradient bucket was left unsummed");
 
   StepResult result;
   result.samples = batch;
@@ -563,7 +599,9 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
     result.devices.push_back(w.stats);
     s.stats.devices[r] += w.stats;
     samples[r] = w.stats.samples;
-    compute[r] = w.stats.forward_s + w.stats.backward_s;
+    // Busy time, the sums it ran included: with deferred sums an idle replica takes them on, so
+    // balancing forward + backward + sums ends the replicas' work together.
+    compute[r] = w.stats.forward_s + w.stats.backward_s + w.stats.reduction_s;
   }
   ++s.stats.micro_steps;
   s.micro = communicate ? 0 : s.micro + 1;

@@ -161,35 +161,6 @@ void GradientReducer::rebuild_buckets() {
 
 // ---- HostReducer --------------------------------------------------------------------------------
 
-HostReducer::HostReducer(const std::vector<std::vector<Tensor>>& params,
-                         const std::vector<std::vector<std::vector<Tensor>>>& stored,
-                         std::size_t bucket_bytes, BucketReduced on_reduced)
-    : GradientReducer(params, stored, bucket_bytes), on_reduced_(std::move(on_reduced)) {
-  prepare();
-}
-
-void HostReducer::prepare() {
-  if (arrival_slots_ != buckets().size()) {
-    arrival_slots_ = buckets().size();
-    arrivals_ = std::make_unique<std::atomic<std::size_t>[]>(arrival_slots_);
-  }
-  for (std::size_t b = 0; b < arrival_slots_; ++b) arrivals_[b].store(0, std::memory_order_relaxed);
-}
-
-void HostReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
-  // acq_rel: this replica's gradients are published to, and the others' seen by, the last one.
-  if (arrivals_[bucket].fetch_add(1, std::memory_order_acq_rel) + 1 < replicas()) return;
-  const auto start = std::chrono::steady_clock::now();
-  reduce(bucket);
-  reduce_s_[replica] +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (on_reduced_) {
-    std::vector<Tensor> masters;
-    for (std::size_t i : buckets()[bucket]) masters.push_back(params_[0][i]);
-    on_reduced_(masters);
-  }
-}
-
 namespace {
 
 // The gradient a contribution refers to for parameter i (undefined when it has none).
@@ -208,53 +179,184 @@ void check_operand(const Tensor& g, const Tensor& master, const char* what) {
                g.device());
 }
 
-template <typename T>
-void reduce_param(const Tensor& master, const Tensor& base, const std::vector<Tensor>& grads,
-                  const std::vector<double>& coeffs) {
-  Tensor out = master.grad();
-  const bool fresh = !out.defined() || !out.is_contiguous();
-  if (fresh) out = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
-  std::vector<const T*> srcs;
-  srcs.reserve(grads.size());
-  for (const Tensor& g : grads) srcs.push_back(g.data<T>());
-  weighted_sum<T>(out.data<T>(), base.defined() ? base.data<T>() : nullptr, srcs, coeffs,
-                  master.numel());
-  if (fresh) master.set_grad(out);
-}
+// Elements per chunk: large enough that a chunk's bookkeeping is noise, small enough that two
+// replicas share a 1 MB bucket (a multiple of 16: no 64-byte line is written by two threads).
+constexpr std::int64_t kChunkElements = 1 << 16;
 
 }  // namespace
 
-void HostReducer::reduce(std::size_t bucket) {
+// One bucket's sum, set up by the replica that completed it last: every parameter's operands as
+// raw pointers (the tensors kept alive here), the bucket's elements taken end to end and cut
+// into chunks.
+struct HostReducer::Job {
+  struct Item {
+    std::int64_t first = 0;  // the item's first element in the bucket's end-to-end numbering
+    std::int64_t numel = 0;
+    DType dtype = DType::Float32;
+    void* out = nullptr;
+    const void* base = nullptr;
+    std::vector<const void*> srcs;
+    std::vector<double> coeffs;
+  };
+  std::vector<Item> items;
+  std::vector<Tensor> keep;  // outputs and contiguous copies the pointers refer to
+  std::int64_t total = 0;
+  int chunks = 0;
+  std::atomic<std::size_t> arrivals{0};
+  std::atomic<bool> ready{false};  // release: items, keep and the operands are published
+  std::atomic<int> next{0};        // the next chunk to hand out
+  std::atomic<int> done{0};        // chunks finished
+
+  void reset() {
+    items.clear();
+    keep.clear();
+    total = 0;
+    chunks = 0;
+    arrivals.store(0, std::memory_order_relaxed);
+    ready.store(false, std::memory_order_relaxed);
+    next.store(0, std::memory_order_relaxed);
+    done.store(0, std::memory_order_relaxed);
+  }
+};
+
+HostReducer::HostReducer(const std::vector<std::vector<Tensor>>& params,
+                         const std::vector<std::vector<std::vector<Tensor>>>& stored,
+                         std::size_t bucket_bytes, BucketReduced on_reduced)
+    : GradientReducer(params, stored, bucket_bytes), on_reduced_(std::move(on_reduced)) {
+  prepare();
+}
+
+HostReducer::~HostReducer() = default;
+
+void HostReducer::prepare() {
+  while (jobs_.size() < buckets().size()) jobs_.push_back(std::make_unique<Job>());
+  for (auto& job : jobs_) job->reset();
+  // Buckets beyond the current count (none after a rebuild, which keeps the count or lowers it)
+  // count as reduced.
+  set_up_.store(jobs_.size() - buckets().size(), std::memory_order_relaxed);
+  reduced_.store(jobs_.size() - buckets().size(), std::memory_order_relaxed);
+}
+
+void HostReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
+  Job& job = *jobs_[bucket];
+  // acq_rel: this replica's gradients are published to, and the others' seen by, the last one.
+  if (job.arrivals.fetch_add(1, std::memory_order_acq_rel) + 1 < replicas()) return;
+  set_up(bucket);
+  if (eager()) {
+    for (int c = job.next.fetch_add(1); c < job.chunks; c = job.next.fetch_add(1)) {
+      run_chunk(replica, bucket, c);
+    }
+  }
+}
+
+bool HostReducer::help(std::size_t replica) {
+  for (std::size_t b = 0; b < buckets().size(); ++b) {
+    Job& job = *jobs_[b];
+    if (!job.ready.load(std::memory_order_acquire)) continue;
+    if (job.next.load(std::memory_order_relaxed) >= job.chunks) continue;
+    const int c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.chunks) continue;
+    run_chunk(replica, b, c);
+    return true;
+  }
+  return false;
+}
+
+bool HostReducer::all_set_up() const {
+  return set_up_.load(std::memory_order_acquire) == jobs_.size();
+}
+
+bool HostReducer::all_reduced() const {
+  return reduced_.load(std::memory_order_acquire) == jobs_.size();
+}
+
+void HostReducer::set_up(std::size_t bucket) {
+  Job& job = *jobs_[bucket];
   const ReductionPlan& p = plan();
   for (std::size_t i : buckets()[bucket]) {
     const Tensor& master = params_[0][i];
-    std::vector<Tensor> grads;
-    std::vector<double> coeffs;
+    Job::Item item;
     for (const Contribution& c : p.contributions) {
       if (c.coeff == 0.0) continue;
       Tensor g = contribution_grad(c, i, params_, stored_);
       if (!g.defined()) continue;
       check_operand(g, master, "a replica's");
-      grads.push_back(g.is_contiguous() ? g : contiguous_copy(g));
-      coeffs.push_back(c.coeff);
+      if (!g.is_contiguous()) {
+        g = contiguous_copy(g);
+        job.keep.push_back(g);
+      }
+      item.srcs.push_back(g.raw_data());
+      item.coeffs.push_back(c.coeff);
     }
     Tensor base = p.base[i];
     if (base.defined()) {
       check_operand(base, master, "the accumulated");
-      if (!base.is_contiguous()) base = contiguous_copy(base);
+      if (!base.is_contiguous()) {
+        base = contiguous_copy(base);
+        job.keep.push_back(base);
+      }
+      item.base = base.raw_data();
     }
-    if (grads.empty() && !base.defined()) continue;  // no gradient anywhere: stays undefined
-    switch (master.dtype()) {
-      case DType::Float32:
-        reduce_param<float>(master, base, grads, coeffs);
-        break;
-      case DType::Float64:
-        reduce_param<double>(master, base, grads, coeffs);
-        break;
-      default:
-        TANDEM_FAIL("DataParallel: cannot reduce gradients of dtype ", master.dtype());
+    if (item.srcs.empty() && !base.defined()) continue;  // no gradient anywhere: stays undefined
+    TANDEM_CHECK(master.dtype() == DType::Float32 || master.dtype() == DType::Float64,
+                 "DataParallel: cannot reduce gradients of dtype ", master.dtype());
+    Tensor out = master.grad();
+    if (!out.defined() || !out.is_contiguous()) {
+      out = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
+      master.set_grad(out);
+    }
+    item.out = out.raw_data();
+    item.dtype = master.dtype();
+    item.numel = master.numel();
+    item.first = job.total;
+    job.total += item.numel;
+    job.items.push_back(std::move(item));
+  }
+  job.chunks = static_cast<int>(std::max<std::int64_t>(1, (job.total + kChunkElements - 1) /
+                                                              kChunkElements));
+  job.ready.store(true, std::memory_order_release);
+  set_up_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+namespace {
+
+template <typename T>
+void sum_range(void* out, const void* base, const std::vector<const void*>& srcs,
+               const std::vector<double>& coeffs, std::int64_t b, std::int64_t e) {
+  std::vector<const T*> from;
+  from.reserve(srcs.size());
+  for (const void* s : srcs) from.push_back(static_cast<const T*>(s) + b);
+  weighted_sum<T>(static_cast<T*>(out) + b, base ? static_cast<const T*>(base) + b : nullptr,
+                  from, coeffs, e - b);
+}
+
+}  // namespace
+
+void HostReducer::run_chunk(std::size_t replica, std::size_t bucket, int chunk) {
+  const auto start = std::chrono::steady_clock::now();
+  Job& job = *jobs_[bucket];
+  const std::int64_t lo = static_cast<std::int64_t>(chunk) * kChunkElements;
+  const std::int64_t hi = std::min(job.total, lo + kChunkElements);
+  for (const Job::Item& item : job.items) {
+    const std::int64_t b = std::max<std::int64_t>(lo - item.first, 0);
+    const std::int64_t e = std::min<std::int64_t>(hi - item.first, item.numel);
+    if (b >= e) continue;
+    if (item.dtype == DType::Float32) {
+      sum_range<float>(item.out, item.base, item.srcs, item.coeffs, b, e);
+    } else {
+      sum_range<double>(item.out, item.base, item.srcs, item.coeffs, b, e);
     }
   }
+  reduce_s_[replica] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // acq_rel: the last chunk's runner sees every other chunk's sums before handing the bucket on.
+  if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 < job.chunks) return;
+  if (on_reduced_) {
+    std::vector<Tensor> masters;
+    for (std::size_t i : buckets()[bucket]) masters.push_back(params_[0][i]);
+    on_reduced_(masters);
+  }
+  reduced_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace tandem::parallel

@@ -2,8 +2,8 @@
 // are grouped in buckets of about bucket_bytes in reverse order of use; a bucket is handed on as
 // soon as its gradients are final on a replica, while that replica's backward goes on.
 // GradientReducer keeps this bookkeeping; what happens to a ready bucket is device-specific:
-// HostReducer (CPU replicas) sums it on the thread of the replica that completes it last, and an
-// NCCL reducer for CUDA replicas will implement the same bucket_ready().
+// HostReducer (CPU replicas) sums it on the replica threads (see below), and an NCCL reducer for
+// CUDA replicas will implement the same bucket_ready().
 #pragma once
 
 #include <atomic>
@@ -113,22 +113,45 @@ class GradientReducer {
 using BucketReduced = std::function<void(const std::vector<Tensor>& params)>;
 
 // CPU replicas: all gradients are in host memory. Each bucket counts the replicas that completed
-// it; the one that completes it last sums it (in the plan's fixed order) into the master's .grad,
-// then hands it to `on_reduced` (if any).
+// it; the one that completes it last prepares its sum (in the plan's fixed order, into the
+// master's .grad) as chunks of elements, which the replicas then run:
+//   - Eager (with `on_reduced`, which starts the cross-process reduction of each bucket while the
+//     backward goes on, or with one replica): the last one runs every chunk at once.
+//   - Deferred (otherwise): replicas run the chunks once their own backward has ended (help()),
+//     so the sums land on whichever replica is idle rather than delaying the slowest one. Measured
+//     on cpu:2 (seed CNN, batch 64): the last-arriving replica was the same one step after step,
+//     and summing every bucket on it (0.28 ms per step) made it 0.7 ms slower than the other.
+// The result does not depend on who runs which chunk: each element's sum is the same expression.
 class HostReducer final : public GradientReducer {
  public:
   HostReducer(const std::vector<std::vector<Tensor>>& params,
               const std::vector<std::vector<std::vector<Tensor>>>& stored,
               std::size_t bucket_bytes, BucketReduced on_reduced = nullptr);
+  ~HostReducer() override;
+
+  // Deferred mode: chunks wait for help() (else bucket_ready() runs them all).
+  bool deferred() const { return !eager(); }
+  // Runs one chunk of a ready bucket's sum on replica r's thread; false if none was waiting.
+  bool help(std::size_t replica);
+  // Every bucket's sum is set up (every replica completed every bucket): a help() that then
+  // returns false leaves nothing unclaimed.
+  bool all_set_up() const;
+  // Every bucket of the current reduction is summed (acquire: the sums are visible).
+  bool all_reduced() const;
 
  protected:
   void bucket_ready(std::size_t replica, std::size_t bucket) override;
-  void prepare() override;  // resets the arrival counts
+  void prepare() override;  // resets the arrival counts and chunk states
 
  private:
-  void reduce(std::size_t bucket);
-  std::unique_ptr<std::atomic<std::size_t>[]> arrivals_;
-  std::size_t arrival_slots_ = 0;
+  struct Job;
+  void set_up(std::size_t bucket);
+  void run_chunk(std::size_t replica, std::size_t bucket, int chunk);
+  bool eager() const { return on_reduced_ != nullptr || replicas() == 1; }
+
+  std::vector<std::unique_ptr<Job>> jobs_;  // [bucket]
+  std::atomic<std::size_t> set_up_{0};      // buckets whose sum is set up
+  std::atomic<std::size_t> reduced_{0};     // buckets whose every chunk has run
   BucketReduced on_reduced_;
 };
 

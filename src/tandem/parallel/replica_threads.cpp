@@ -51,18 +51,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Spins until done() or kSpin has passed; true if done() became true.
+// Waits for done() without sleeping, for up to kSpin: busy for the first kBusy, then yielding the
+// CPU between checks (to a data-loader thread, say); true if done() became true.
 template <typename Done>
 bool spin_until(Done&& done) {
-  const auto until = Clock::now() + ReplicaThreads::kSpin;
+  const auto start = Clock::now();
+  const auto busy_until = start + ReplicaThreads::kBusy;
+  const auto until = start + ReplicaThreads::kSpin;
   for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-    if (Clock::now() >= until) return done();
+    if (done()) return true;
+    spin_pause();
+    const auto now = Clock::now();
+    if (now >= until) return done();
+    if (now >= busy_until) sched_yield();
   }
 }
 
