@@ -6,6 +6,7 @@
 // the end of the first training step, less data_read_s, the time spent reading the dataset files.
 // Usage: train_throughput [--model seed-cnn|cnn|mlp] [--batch-size 64] [--epochs 1]
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N] [--seed 0]
+//                         [--split even|auto|3:2]
 #include <omp.h>
 #include <unistd.h>
 
@@ -44,7 +45,7 @@ double seconds_since_process_start() {
 }
 
 int main(int argc, char** argv) {
-  std::string model_name = "seed-cnn", devices = "cpu";
+  std::string model_name = "seed-cnn", devices = "cpu", split = "even";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     else if (flag == "--threads") threads = std::atol(v);
     else if (flag == "--seed") seed = std::atol(v);
     else if (flag == "--devices") devices = v;
+    else if (flag == "--split") split = v;
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
       return 2;
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
     runner = tn::train::make_step_runner(
         model, layout, tn::nn::CrossEntropyLoss(),
         [kind, input] { return tn::train::make_model(kind, input); },
-        {.threads = static_cast<int>(threads)});
+        {.split = tn::train::parse_split(split), .threads = static_cast<int>(threads)});
   } catch (const tn::Error& e) {
     std::fprintf(stderr, "train_throughput: %s\n", e.what());
     return 2;
