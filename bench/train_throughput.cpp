@@ -20,6 +20,7 @@
 
 #include "tandem/tandem.h"
 #include "tandem/train/devices.h"
+#include "tandem/train/evaluate.h"
 #include "tandem/train/models.h"
 #include "tandem/train/trainer.h"
 
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
     {
       tn::NoGradGuard no_grad;
       for (auto& [data, target] : test_loader) {
-        tn::Tensor pred = (*model)(data).argmax(1);
+        tn::Tensor pred = tn::train::forward_in_chunks(*model, data).argmax(1);
         const auto p = pred.to_vector<std::int64_t>();
         const auto t = target.to_vector<std::int64_t>();
         for (std::size_t i = 0; i < p.size(); ++i) correct += p[i] == t[i];

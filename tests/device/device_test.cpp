@@ -60,6 +60,62 @@ TEST(Backend, MemoryIsChargedToTheAllocatingThreadsAccount) {
   EXPECT_EQ(account->in_use.load(), 0u);
 }
 
+TEST(Backend, CpuCacheServesASmallerRequestFromABlockAtMostTwiceItsSize) {
+  CpuBackend backend(64u << 20);
+  constexpr std::size_t kBlock = 1u << 20;
+  void* block = backend.allocate(kBlock, 0);
+  backend.deallocate(block, kBlock, 0);
+  EXPECT_EQ(backend.stats().cached, kBlock);
+  EXPECT_EQ(backend.stats().os_allocations, 1u);
+
+  // 600 KiB fits the cached 1 MiB block: no new allocation, and the whole block counts as in use.
+  void* reused = backend.allocate(600u << 10, 0);
+  EXPECT_EQ(reused, block);
+  EXPECT_EQ(backend.stats().os_allocations, 1u);
+  EXPECT_EQ(backend.stats().in_use, kBlock);
+  EXPECT_EQ(backend.stats().cached, 0u);
+  backend.deallocate(reused, 600u << 10, 0);  // freed by its request size: the block returns whole
+  EXPECT_EQ(backend.stats().in_use, 0u);
+  EXPECT_EQ(backend.stats().cached, kBlock);
+
+  // 400 KiB would waste more than half of the block: it gets its own.
+  void* own = backend.allocate(400u << 10, 0);
+  EXPECT_NE(own, block);
+  EXPECT_EQ(backend.stats().os_allocations, 2u);
+  EXPECT_EQ(backend.stats().in_use, 400u << 10);
+  backend.deallocate(own, 400u << 10, 0);
+  EXPECT_EQ(backend.stats().cached, kBlock + (400u << 10));
+}
+
+TEST(Backend, CpuCachePrefersTheSmallestBlockThatFits) {
+  CpuBackend backend(64u << 20);
+  void* large = backend.allocate(900u << 10, 0);
+  void* exact = backend.allocate(512u << 10, 0);
+  backend.deallocate(large, 900u << 10, 0);
+  backend.deallocate(exact, 512u << 10, 0);
+  EXPECT_EQ(backend.allocate(500u << 10, 0), exact);
+  EXPECT_EQ(backend.allocate(500u << 10, 0), large);
+  EXPECT_EQ(backend.stats().os_allocations, 2u);
+  backend.deallocate(exact, 500u << 10, 0);
+  backend.deallocate(large, 500u << 10, 0);
+  EXPECT_EQ(backend.stats().in_use, 0u);
+}
+
+TEST(Backend, CpuCacheBeyondItsLimitGoesBackToTheSystem) {
+  CpuBackend backend(1u << 20);
+  void* a = backend.allocate(800u << 10, 0);
+  void* b = backend.allocate(800u << 10, 0);
+  backend.deallocate(a, 800u << 10, 0);
+  backend.deallocate(b, 800u << 10, 0);  // would exceed the 1 MiB cache: freed
+  EXPECT_EQ(backend.stats().cached, 800u << 10);
+  void* c = backend.allocate(800u << 10, 0);
+  void* d = backend.allocate(800u << 10, 0);
+  EXPECT_EQ(backend.stats().os_allocations, 3u);
+  backend.deallocate(c, 800u << 10, 0);
+  backend.deallocate(d, 800u << 10, 0);
+  EXPECT_EQ(backend.stats().in_use, 0u);
+}
+
 TEST(Backend, MissingCudaIsAClearError) {
   if (backend_available(DeviceType::CUDA)) GTEST_SKIP() << "this build has a CUDA backend";
   try {

@@ -304,6 +304,40 @@ TEST(Evaluate, CountsAndConfusion) {
   EXPECT_NE(eval_to_json(r).find("\"confusion_matrix\":[[1,0,0],[0,1,0],[1,0,1]]"), std::string::npos);
 }
 
+TEST(Evaluate, ForwardInChunksEqualsOneForwardAndRecordsEachChunksRows) {
+  // Records the rows of each call, and returns a row-wise function of the input.
+  struct Recorder : nn::Module {
+    std::vector<std::int64_t> rows;
+    Tensor forward(const Tensor& x) override {
+      rows.push_back(x.size(0));
+      return x * 2.0f;
+    }
+  };
+  Recorder model;
+  const Tensor x = randn({1000, 3});
+  NoGradGuard no_grad;
+  const Tensor chunked = forward_in_chunks(model, x, 256);
+  EXPECT_EQ(model.rows, (std::vector<std::int64_t>{250, 250, 250, 250}));  // equal chunks
+  EXPECT_EQ(chunked.shape(), (Shape{1000, 3}));
+  EXPECT_EQ(chunked.to_vector<float>(), (x * 2.0f).to_vector<float>());
+  model.rows.clear();
+  EXPECT_EQ(forward_in_chunks(model, x.narrow(0, 0, 7), 3).shape(), (Shape{7, 3}));
+  EXPECT_EQ(model.rows, (std::vector<std::int64_t>{3, 3, 1}));
+  model.rows.clear();
+  forward_in_chunks(model, x, 1000);
+  EXPECT_EQ(model.rows, (std::vector<std::int64_t>{1000}));
+  EXPECT_THROW(forward_in_chunks(model, x, 0), Error);
+
+  // A real model: the chunks' logits match one pass at batch 1000.
+  const auto cnn = make_model(ModelKind::Cnn, {{1, 28, 28}, 10});
+  cnn->eval();
+  const Tensor images = randn({600, 1, 28, 28});
+  const std::vector<float> whole = (*cnn)(images).to_vector<float>();
+  const std::vector<float> parts = forward_in_chunks(*cnn, images, 128).to_vector<float>();
+  ASSERT_EQ(parts.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(parts[i], whole[i], 1e-4f) << i;
+}
+
 class CheckpointTest : public testing::Test {
  protected:
   void SetUp() override {

@@ -42,44 +42,60 @@ std::size_t CpuBackend::rounded(std::size_t nbytes) {
   return (nbytes + unit - 1) / unit * unit;
 }
 
+void* CpuBackend::take_cached(std::size_t size) {
+  auto it = free_blocks_.lower_bound(size);
+  if (it == free_blocks_.end() || it->first > size * kMaxWaste) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  if (it->second.empty()) free_blocks_.erase(it);
+  return p;
+}
+
 void* CpuBackend::allocate(std::size_t nbytes, int /*index*/) {
   if (nbytes == 0) return nullptr;
   const std::size_t size = rounded(nbytes);
+  const bool cacheable = size >= kCacheMinBytes;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.in_use += size;
-    stats_.peak = std::max(stats_.peak, stats_.in_use);
-    if (size >= kCacheMinBytes) {
-      auto it = free_blocks_.find(size);
-      if (it != free_blocks_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        stats_.cached -= size;
-        charge(p, size);
+    if (cacheable) {
+      if (void* p = take_cached(size)) {
+        const std::size_t block = block_sizes_.at(p);
+        stats_.cached -= block;
+        stats_.in_use += block;
+        stats_.peak = std::max(stats_.peak, stats_.in_use);
+        charge(p, block);
         return p;
       }
     }
+    stats_.in_use += size;
+    stats_.peak = std::max(stats_.peak, stats_.in_use);
     ++stats_.os_allocations;
   }
   void* p = std::aligned_alloc(64, size);
+  std::lock_guard<std::mutex> lock(mutex_);
   if (p == nullptr) {
-    std::lock_guard<std::mutex> lock(mutex_);
     stats_.in_use -= size;
     TANDEM_FAIL("cpu: out of memory allocating ", nbytes, " bytes (", stats_.in_use,
                 " bytes in use by tensors, ", stats_.cached, " cached)");
   }
-  if (current_account()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    charge(p, size);
-  }
+  if (cacheable) block_sizes_.emplace(p, size);
+  charge(p, size);
   return p;
 }
 
 void CpuBackend::deallocate(void* ptr, std::size_t nbytes, int /*index*/) {
   if (ptr == nullptr) return;
-  const std::size_t size = rounded(nbytes);
+  std::size_t size = rounded(nbytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (size >= kCacheMinBytes) {
+      // The block may be larger than this request's rounded size (taken from the cache).
+      const auto block = block_sizes_.find(ptr);
+      TANDEM_CHECK(block != block_sizes_.end(), "cpu: freeing ", ptr, " (", nbytes,
+                   " bytes), which this allocator did not hand out");
+      size = block->second;
+      if (stats_.cached + size > cache_limit_) block_sizes_.erase(block);
+    }
     stats_.in_use -= size;
     if (!charged_.empty()) {
       if (auto it = charged_.find(ptr); it != charged_.end()) {
@@ -108,7 +124,10 @@ MemoryStats CpuBackend::stats() const {
 void CpuBackend::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [size, blocks] : free_blocks_) {
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) {
+      block_sizes_.erase(p);
+      std::free(p);
+    }
   }
   free_blocks_.clear();
   stats_.cached = 0;

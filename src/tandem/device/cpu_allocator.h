@@ -1,6 +1,8 @@
 // The CPU backend: 64-byte aligned host memory with a cache of freed blocks, so the steady state of
 // a training loop (the same tensor sizes every step) allocates nothing from the OS and takes no
-// page faults. Blocks are kept per exact rounded size; the cache is bounded.
+// page faults. A request takes the smallest cached block that holds it and is at most twice its size
+// (so a last, smaller batch or evaluation chunk reuses the full batch's blocks instead of adding its
+// own set); the cache is bounded.
 #pragma once
 
 #include <atomic>
@@ -48,6 +50,8 @@ class CpuBackend final : public DeviceBackend {
  public:
   // Blocks above this size are cached (smaller ones are cheap for malloc).
   static constexpr std::size_t kCacheMinBytes = 64 * 1024;
+  // A cached block serves a request of at least 1/kMaxWaste of its size.
+  static constexpr std::size_t kMaxWaste = 2;
 
   explicit CpuBackend(std::size_t cache_limit_bytes);
   ~CpuBackend() override;
@@ -65,9 +69,11 @@ class CpuBackend final : public DeviceBackend {
  private:
   static std::size_t rounded(std::size_t nbytes);
   void charge(void* ptr, std::size_t size);  // to the thread's account, if any (mutex held)
+  void* take_cached(std::size_t size);        // a cached block for `size`, or null (mutex held)
   mutable std::mutex mutex_;
   std::unordered_map<void*, std::shared_ptr<MemoryAccount>> charged_;
-  std::map<std::size_t, std::vector<void*>> free_blocks_;
+  std::map<std::size_t, std::vector<void*>> free_blocks_;  // size -> blocks; no empty vectors
+  std::unordered_map<void*, std::size_t> block_sizes_;      // live cacheable blocks -> their size
   std::size_t cache_limit_;
   MemoryStats stats_;
 };

@@ -1,6 +1,7 @@
 // Evaluation loop and its reports.
 #include "tandem/train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -11,6 +12,22 @@
 #include "tandem/autograd/grad_mode.h"
 
 namespace tandem::train {
+
+Tensor forward_in_chunks(nn::Module& model, const Tensor& input, std::int64_t max_rows) {
+  TANDEM_CHECK(max_rows >= 1, "forward_in_chunks: max_rows ", max_rows, " is not positive");
+  TANDEM_CHECK(input.dim() >= 1, "forward_in_chunks: the input has no batch dimension");
+  const std::int64_t rows = input.size(0);
+  if (rows <= max_rows) return model(input);
+  // Chunks of equal size (1000 rows: 4 x 250, not 3 x 256 + 232), so all reuse one set of blocks.
+  const std::int64_t chunks = (rows + max_rows - 1) / max_rows;
+  const std::int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  std::vector<Tensor> outputs;
+  outputs.reserve(static_cast<std::size_t>(chunks));
+  for (std::int64_t start = 0; start < rows; start += chunk_rows) {
+    outputs.push_back(model(input.narrow(0, start, std::min(chunk_rows, rows - start))));
+  }
+  return cat(outputs, 0);
+}
 
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, std::int64_t classes,
                     Device device) {
@@ -26,7 +43,7 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, std::int64_t cl
   std::int64_t correct = 0;
   try {
     for (auto& batch : loader) {
-      const Tensor logits = model(batch.data.to(device));
+      const Tensor logits = forward_in_chunks(model, batch.data.to(device));
       TANDEM_CHECK(logits.dim() == 2 && logits.size(1) == classes, "evaluate: the model gives ",
                    to_string(logits.shape()), " logits, expected (B, ", classes, ")");
       const Tensor target = batch.target.to(device);

@@ -11,6 +11,17 @@
 
 namespace tandem::train {
 
+// Rows per forward pass in evaluation: a test batch of 1000 images runs as chunks of this many, so
+// the activations held at once (and the allocator's cache of them) stay those of a training-sized
+// batch. The outputs are the same as one pass in eval mode, where rows do not interact.
+inline constexpr std::int64_t kEvalChunkRows = 256;
+
+// model(input) for input (N, ...), computed at most `max_rows` rows at a time and joined along
+// dim 0: (N, ...) out. For eval mode under NoGradGuard (in train mode BatchNorm would see the
+// chunks' statistics).
+Tensor forward_in_chunks(nn::Module& model, const Tensor& input,
+                         std::int64_t max_rows = kEvalChunkRows);
+
 struct EvalResult {
   std::int64_t samples = 0;
   double loss = 0;      // mean cross-entropy (no label smoothing)
