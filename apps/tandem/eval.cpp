@@ -21,6 +21,7 @@ struct EvalFlags {
   std::string model;
   std::string weights;
   std::string data = "fashion-mnist";
+  bool normalize = true;
   std::string devices = "auto";
   std::int64_t batch_size = 500;
   int workers = 2;
@@ -37,6 +38,8 @@ Command add_eval_command(CLI::App& app) {
                   "model.safetensors (PyTorch names), or a checkpoint directory")
       ->required();
   cmd->add_option("--data", f->data, "The dataset, as tandem train's --data (default fashion-mnist)");
+  cmd->add_option("--normalize", f->normalize,
+                  "As tandem train's --normalize: true (default) or false, as the run trained");
   cmd->add_option("--devices", f->devices, "auto (default), cpu or cuda:I");
   cmd->add_option("--batch-size", f->batch_size, "Evaluation batch size (default 500)");
   cmd->add_option("--workers", f->workers, "Data loader worker threads (default 2)");
@@ -69,7 +72,7 @@ Command add_eval_command(CLI::App& app) {
     model->to(device);
     data::DataLoader loader(test_set, {.batch_size = f->batch_size,
                                        .num_workers = f->workers,
-                                       .transforms = data::default_transforms(f->data)});
+                                       .transforms = data::default_transforms(f->data, f->normalize)});
     const train::EvalResult result = train::evaluate(*model, loader, input.classes, device);
     if (f->json) {
       std::printf("%s\n", train::eval_to_json(result).c_str());

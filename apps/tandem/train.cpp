@@ -25,6 +25,8 @@ constexpr FlagHelp kFlags[] = {
     {"model", "seed-cnn (default), mlp, cnn or resnet8"},
     {"data", "fashion-mnist (default), fashion-mnist:DIR, mnist:DIR, cifar10:DIR, csv:FILE, "
              "synthetic:SHAPE:CLASSES:COUNT[:SEED]"},
+    {"normalize", "true: standardize image pixels by the dataset's mean and std (default); false: "
+                  "scale them to [0, 1] only, as torchvision's ToTensor"},
     {"epochs", "Epochs to train (default 2)"},
     {"max_steps", "Stop after N optimizer steps in all (default 0: no limit)"},
     {"batch_size", "Global batch size (default 64)"},

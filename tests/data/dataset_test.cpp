@@ -235,6 +235,9 @@ TEST(DataSpec, FilesOfEachKind) {
   EXPECT_EQ(mn->get(0).target.item(), 6.0);
   EXPECT_EQ(default_transforms("mnist:x").size(), 2u);
   EXPECT_EQ(default_transforms("cifar10:x").size(), 2u);
+  EXPECT_EQ(default_transforms("cifar10:x", /*normalize=*/false).size(), 1u);  // ToFloat alone
+  EXPECT_EQ(default_transforms("mnist:x", false).size(), 1u);
+  EXPECT_EQ(default_transforms("synthetic:100:2:50", false).size(), 0u);
   EXPECT_EQ(default_transforms("csv:x").size(), 0u);
 }
 

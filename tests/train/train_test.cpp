@@ -95,6 +95,7 @@ TEST(Config, DefaultsAreTheSeedRun) {
   EXPECT_EQ(c.data, "fashion-mnist");
   EXPECT_EQ(c.epochs, 2);
   EXPECT_EQ(c.devices, "auto");
+  EXPECT_TRUE(c.normalize);
   EXPECT_DOUBLE_EQ(c.resolved_lr(), 1e-3);
   TrainConfig mlp;
   mlp.model = "mlp";
@@ -111,16 +112,18 @@ TEST(Config, TextJsonAndTomlSetTheSameKeys) {
   set_from_text(a, "schedule", "onecycle");
   set_from_text(a, "deterministic", "true");
   set_from_text(a, "lr", "0.25");
+  set_from_text(a, "normalize", "false");
   apply_json(b, R"({"batch_size": 32, "optimizer": "adamw", "schedule": "onecycle",
-                    "deterministic": true, "lr": 0.25})", "b.json");
+                    "deterministic": true, "lr": 0.25, "normalize": false})", "b.json");
   apply_toml(c, "batch_size = 32\noptimizer = \"adamw\"\nschedule = \"onecycle\"\n"
-                "deterministic = true\nlr = 0.25\n", "c.toml");
+                "deterministic = true\nlr = 0.25\nnormalize = false\n", "c.toml");
   EXPECT_EQ(to_json(a), to_json(b));
   EXPECT_EQ(to_json(a), to_json(c));
   EXPECT_EQ(a.batch_size, 32);
   EXPECT_EQ(a.optimizer, OptimizerKind::AdamW);
   EXPECT_EQ(a.schedule, ScheduleKind::OneCycle);
   EXPECT_EQ(a.determinism, Determinism::Deterministic);
+  EXPECT_FALSE(a.normalize);
   // A resolved config reads back as itself.
   TrainConfig d;
   apply_json(d, to_json(a), "config.json");

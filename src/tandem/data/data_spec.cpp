@@ -92,8 +92,10 @@ std::shared_ptr<const Dataset> parse_data_spec(std::string_view spec, Split spli
               ")");
 }
 
-std::vector<AnyTransform> default_transforms(std::string_view spec) {
+std::vector<AnyTransform> default_transforms(std::string_view spec, bool normalize) {
   const Spec s = split_spec(spec);
+  const bool image_dataset = s.kind == "fashion-mnist" || s.kind == "mnist" || s.kind == "cifar10";
+  if (image_dataset && !normalize) return {ToFloat()};
   if (s.kind == "fashion-mnist") {
     return {ToFloat(), Normalize({kFashionMnistMean}, {kFashionMnistStd})};
   }

@@ -24,7 +24,8 @@ namespace tandem::data {
 std::shared_ptr<const Dataset> parse_data_spec(std::string_view spec, Split split = Split::Train);
 
 // The usual preprocessing for a spec's data: ToFloat + Normalize with the dataset's published
-// statistics for fashion-mnist, mnist and cifar10; ToFloat for synthetic images; none otherwise.
-std::vector<AnyTransform> default_transforms(std::string_view spec);
+// statistics for fashion-mnist, mnist and cifar10 (ToFloat alone when `normalize` is false: pixels
+// in [0, 1], as torchvision's ToTensor); ToFloat for synthetic images; none otherwise.
+std::vector<AnyTransform> default_transforms(std::string_view spec, bool normalize = true);
 
 }  // namespace tandem::data

@@ -19,7 +19,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kKeys[] = {
-    "model",    "data",          "epochs",     "max_steps",        "batch_size",
+    "model",    "data",          "normalize",  "epochs",     "max_steps",        "batch_size",
     "optimizer", "lr",           "momentum",   "weight_decay",     "schedule",
     "label_smoothing", "devices", "split",     "sync_batchnorm",   "accumulate",
     "threads",  "micro_shard",   "workers",    "seed",             "deterministic",
@@ -113,6 +113,8 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
     c.model = std::string(text);
   } else if (key == "data") {
     c.data = std::string(text);
+  } else if (key == "normalize") {
+    c.normalize = parse_bool(key, text);
   } else if (key == "epochs") {
     c.epochs = parse_int(key, text);
   } else if (key == "max_steps") {
@@ -298,6 +300,7 @@ std::string to_json(const TrainConfig& c) {
   Json j;
   j["model"] = c.model;
   j["data"] = c.data;
+  j["normalize"] = c.normalize;
   j["epochs"] = c.epochs;
   j["max_steps"] = c.max_steps;
   j["batch_size"] = c.batch_size;

@@ -28,6 +28,7 @@ struct SplitSetting {
 struct TrainConfig {
   std::string model = "seed-cnn";
   std::string data = "fashion-mnist";
+  bool normalize = true;  // standardize pixels by the dataset's mean and std; false: [0, 1] only
   std::int64_t epochs = 2;
   std::int64_t max_steps = 0;  // 0: no limit
   std::int64_t batch_size = 64;

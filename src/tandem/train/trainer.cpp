@@ -633,13 +633,13 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                                       .shuffle = !job.distributed(),
                                       .num_workers = static_cast<int>(c.workers),
                                       .seed = c.seed,
-                                      .transforms = data::default_transforms(c.data),
+                                      .transforms = data::default_transforms(c.data, c.normalize),
                                       .sampler = job.distributed()
                                                      ? shard_sampler(job, train_set->size())
                                                      : nullptr});
   data::DataLoader test_loader(test_set, {.batch_size = std::max(c.batch_size, kEvalBatch),
                                           .num_workers = static_cast<int>(c.workers),
-                                          .transforms = data::default_transforms(c.data)});
+                                          .transforms = data::default_transforms(c.data, c.normalize)});
   const std::int64_t steps_per_epoch = loader.size();
   const std::int64_t all_steps = steps_per_epoch * c.epochs;
   const std::int64_t total_steps = c.max_steps > 0 ? std::min(c.max_steps, all_steps) : all_steps;
