@@ -91,4 +91,26 @@ void ProcessGroup::barrier(Timeout timeout) {
   run("barrier", timeout, [&](std::uint32_t tag) { do_barrier(timeout, tag); });
 }
 
+std::unique_ptr<RepeatedAllReduce> ProcessGroup::repeated_all_reduce(const Tensor& buffer) {
+  check_operand(buffer, "repeated all_reduce");
+  TANDEM_CHECK(buffer.dtype() == DType::Float32 || buffer.dtype() == DType::Float64,
+               "repeated all_reduce: ", dtype_name(buffer.dtype()),
+               " is not supported (float32, float64)");
+  return std::make_unique<RepeatedAllReduce>(*this, buffer, make_repeated_all_reduce(buffer));
+}
+
+RepeatedAllReduce::Body ProcessGroup::make_repeated_all_reduce(const Tensor& buffer) {
+  return [this, buffer] {
+    do_all_reduce(buffer, ReduceOp::Sum, timeout(), static_cast<std::uint32_t>(seq_));
+  };
+}
+
+RepeatedAllReduce::RepeatedAllReduce(ProcessGroup& group, Tensor buffer, Body body)
+    : group_(group), buffer_(std::move(buffer)), body_(std::move(body)) {}
+
+void RepeatedAllReduce::run() {
+  group_.run(describe("all_reduce(sum)", buffer_) + " (a repeated one)", group_.timeout(),
+             [&](std::uint32_t) { body_(); });
+}
+
 }  // namespace tandem::dist

@@ -18,6 +18,8 @@ class PeerMonitor;
 class Store;
 class TcpStoreServer;
 
+class ProcessGroup;
+
 enum class ReduceOp : std::uint8_t { Sum, Mean };
 enum class Backend : std::uint8_t { Gloo, Nccl };
 const char* backend_name(Backend backend);
@@ -36,6 +38,23 @@ struct Rendezvous {
   Rendezvous(Rendezvous&&) noexcept;
   Rendezvous& operator=(Rendezvous&&) noexcept;
   ~Rendezvous();
+};
+
+// One buffer summed over the ranks again and again, such as a gradient bucket: the backend sets
+// up once what every all_reduce would set up anew (Gloo: a ring bound to the buffer, on
+// connections of its own). Each run() is one collective of its group: numbered, bounded by the
+// group's timeout, its failure the same error as all_reduce's.
+class RepeatedAllReduce {
+ public:
+  using Body = std::function<void()>;
+  RepeatedAllReduce(ProcessGroup& group, Tensor buffer, Body body);
+  // Every rank's buffer becomes the element-wise sum over the ranks.
+  void run();
+
+ private:
+  ProcessGroup& group_;
+  Tensor buffer_;
+  Body body_;
 };
 
 class ProcessGroup {
@@ -67,6 +86,9 @@ class ProcessGroup {
   // Returns once every rank has called it.
   void barrier() { barrier(timeout()); }
   void barrier(Timeout timeout);
+  // `buffer` (contiguous float32 or float64, kept alive by the result) summed by each run().
+  // Made, like every collective, in the same order on every rank.
+  std::unique_ptr<RepeatedAllReduce> repeated_all_reduce(const Tensor& buffer);
 
   // Collectives started so far (the number the monitor reports).
   std::uint64_t collectives() const { return seq_; }
@@ -83,8 +105,11 @@ class ProcessGroup {
   virtual void do_all_gather(const Tensor& input, const Tensor& output, Timeout timeout,
                              std::uint32_t tag) = 0;
   virtual void do_barrier(Timeout timeout, std::uint32_t tag) = 0;
+  // What each RepeatedAllReduce::run() does; by default an all_reduce(sum) of the buffer.
+  virtual RepeatedAllReduce::Body make_repeated_all_reduce(const Tensor& buffer);
 
  private:
+  friend class RepeatedAllReduce;
   // Numbers the collective, tells the monitor, runs `body`, and turns any failure into one
   // error: "<backend> <what> (collective #n, timeout T s) failed after S s: <blame>: <cause>".
   void run(const std::string& what, Timeout timeout,

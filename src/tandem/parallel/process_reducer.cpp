@@ -1,7 +1,9 @@
 // The cross-process bucket reducer: bucket bookkeeping under one mutex, and a communication
-// thread that flattens each bucket into float64, averages it over the ranks and writes it back.
+// thread that flattens each bucket into its buffer, sums it over the ranks (a repeated all-reduce
+// bound to the buffer) and writes the mean back.
 #include "tandem/parallel/process_reducer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <utility>
@@ -53,8 +55,12 @@ struct ProcessReducer::Shared {
 };
 
 ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params,
-                               std::size_t bucket_bytes)
-    : group_(group), params_(std::move(params)), shared_(std::make_shared<Shared>()) {
+                               std::size_t bucket_bytes, std::size_t extras)
+    : group_(group),
+      params_(std::move(params)),
+      shared_(std::make_shared<Shared>()),
+      extras_(extras),
+      summed_extras_(extras) {
   std::vector<std::size_t> order(params_.size()), nbytes(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const DType dt = params_[i].dtype();
@@ -67,6 +73,7 @@ ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> pa
     index_of_[params_[i].impl()] = i;
   }
   buckets_ = make_buckets(order, nbytes, bucket_bytes);
+  if (extras_ > 0 && buckets_.empty()) buckets_.emplace_back();  // the extras' own bucket
   bucket_of_.resize(params_.size());
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     std::int64_t n = 0;
@@ -76,8 +83,10 @@ ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> pa
       n += params_[i].numel();
       if (params_[i].dtype() == DType::Float64) dtype = DType::Float64;
     }
+    if (b + 1 == buckets_.size()) n += static_cast<std::int64_t>(extras_);
     flat_.push_back(empty({n}, {.dtype = dtype}));
   }
+  all_reduces_.resize(buckets_.size());
   pending_.resize(buckets_.size());
   handed_.assign(buckets_.size(), false);
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].size();
@@ -119,21 +128,37 @@ void ProcessReducer::param_ready(std::size_t param) {
   std::lock_guard lock(mutex_);
   if (!armed_) return;
   const std::size_t b = bucket_of_[param];
-  if (pending_[b] > 0 && --pending_[b] == 0) {
+  const bool waits_for_extras = extras_ > 0 && b + 1 == buckets_.size();
+  if (pending_[b] > 0 && --pending_[b] == 0 && !waits_for_extras) {
     handed_[b] = true;
     changed_.notify_all();
   }
 }
 
-void ProcessReducer::finish() {
+void ProcessReducer::finish(std::span<const double> extras, std::span<double> summed) {
+  TANDEM_CHECK(extras.size() == extras_ && summed.size() == extras_, "ProcessReducer::finish: ",
+               extras.size(), " extras in, room for ", summed.size(), ", expected ", extras_);
   const auto start = Clock::now();
   std::unique_lock lock(mutex_);
+  if (extras_ > 0) {  // the last bucket's tail; its thread has not touched it yet this step
+    const Tensor& flat = flat_.back();
+    const std::int64_t tail = flat.numel() - static_cast<std::int64_t>(extras_);
+    for (std::size_t i = 0; i < extras_; ++i) {
+      const auto at = tail + static_cast<std::int64_t>(i);
+      if (flat.dtype() == DType::Float32) {
+        flat.data<float>()[at] = static_cast<float>(extras[i]);
+      } else {
+        flat.data<double>()[at] = extras[i];
+      }
+    }
+  }
   armed_ = false;
   std::fill(handed_.begin(), handed_.end(), true);
   changed_.notify_all();
   changed_.wait(lock, [&] { return done_ == buckets_.size(); });
   stats_.wait_s += seconds_since(start);
   if (error_) std::rethrow_exception(error_);  // every later step fails the same way
+  std::copy(summed_extras_.begin(), summed_extras_.end(), summed.begin());
   next_ = 0;
   done_ = 0;
   std::fill(handed_.begin(), handed_.end(), false);
@@ -176,12 +201,20 @@ void ProcessReducer::reduce(std::size_t bucket) {
     transfer(p.grad(), flat, offset, /*to_flat=*/true, 1.0);
     offset += p.numel();
   }
-  group_.all_reduce(flat, dist::ReduceOp::Sum);
+  if (!all_reduces_[bucket]) all_reduces_[bucket] = group_.repeated_all_reduce(flat);
+  all_reduces_[bucket]->run();
   const double mean = 1.0 / static_cast<double>(group_.size());
   offset = 0;
   for (std::size_t i : buckets_[bucket]) {
     transfer(params_[i].grad(), flat, offset, /*to_flat=*/false, mean);
     offset += params_[i].numel();
+  }
+  if (bucket + 1 == buckets_.size()) {  // the extras, summed (not averaged)
+    for (std::size_t i = 0; i < extras_; ++i) {
+      const std::int64_t at = offset + static_cast<std::int64_t>(i);
+      summed_extras_[i] = flat.dtype() == DType::Float32 ? flat.data<float>()[at]
+                                                         : flat.data<double>()[at];
+    }
   }
 }
 

@@ -3,7 +3,8 @@
 // communication thread, which all-reduces the buckets one by one in index order (the same order
 // on every rank: Gloo's ring sums in a fixed order too) in their parameters' dtype, and writes
 // the means back. Not a replica reducer: within a process, HostReducer (reducer.h) sums the
-// replicas first.
+// replicas first. A few extra numbers per step (the ranks' losses and counts) can ride in the last
+// bucket's all-reduce, summed instead of averaged, so they cost no collective of their own.
 #pragma once
 
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +23,7 @@
 
 namespace tandem::dist {
 class ProcessGroup;
+class RepeatedAllReduce;
 }
 
 namespace tandem::parallel {
@@ -34,8 +37,11 @@ struct CommStats {
 class ProcessReducer {
  public:
   // params: the model's parameters in registration order; buckets of about bucket_bytes are cut
-  // in reverse order (the order backward produces them).
-  ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params, std::size_t bucket_bytes);
+  // in reverse order (the order backward produces them). extras: how many numbers each finish()
+  // sums across the ranks along with the last bucket (in the bucket's dtype: float32 keeps 24
+  // bits, so counts stay exact below 2^24); that bucket then waits for finish().
+  ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params, std::size_t bucket_bytes,
+                 std::size_t extras = 0);
   ~ProcessReducer();
   ProcessReducer(const ProcessReducer&) = delete;
   ProcessReducer& operator=(const ProcessReducer&) = delete;
@@ -51,8 +57,9 @@ class ProcessReducer {
   // The same for parameter tensors (a replica reducer's bucket); other tensors are ignored.
   void params_ready(const std::vector<Tensor>& params);
   // Hands every bucket not yet handed over to the thread (all of them, without hooks) and waits
-  // until all are averaged across the ranks. Rethrows a communication failure.
-  void finish();
+  // until all are averaged across the ranks. Rethrows a communication failure. With extras,
+  // `extras` (this rank's numbers) are summed over the ranks into `summed`; both hold `extras`.
+  void finish(std::span<const double> extras = {}, std::span<double> summed = {});
 
   const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
   // "conv1.weight ..." style description of the bucket layout, for the ranks' fingerprint check.
@@ -70,7 +77,11 @@ class ProcessReducer {
   std::vector<std::size_t> bucket_of_;  // [param]
   std::unordered_map<const TensorImpl*, std::size_t> index_of_;
   std::shared_ptr<Shared> shared_;  // what the hooks reach (weakly)
-  std::vector<Tensor> flat_;        // [bucket] its gradients, flattened
+  std::vector<Tensor> flat_;        // [bucket] its gradients, flattened (the last: + extras)
+  // [bucket] its all-reduce, bound to flat_[bucket]; made by the thread on the bucket's first use
+  std::vector<std::unique_ptr<dist::RepeatedAllReduce>> all_reduces_;
+  std::size_t extras_ = 0;
+  std::vector<double> summed_extras_;  // the last all-reduce's extras, summed over the ranks
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -1,10 +1,13 @@
 // The distributed step: [first step: fingerprint check, rank 0's weights to all] -> the local
-// runner's forward/backward -> the cross-process bucket reduction -> one all-gather of every
-// rank's loss, counts and timings, so rank 0's metrics describe the whole global batch.
+// runner's forward/backward -> the cross-process bucket reduction, whose last all-reduce also
+// carries every rank's row of figures (loss, counts, timings: an all-gather by sum, with no
+// collective of its own), so rank 0's metrics describe the whole global batch. A step's timings
+// are only known once its reduction is over, so each row carries its rank's previous step's.
 #include "tandem/train/distributed.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 
@@ -18,8 +21,10 @@
 namespace tandem::train {
 namespace {
 
-constexpr std::size_t kBucketBytes = 1 << 20;
-constexpr int kFigures = 11;  // per rank: loss sum, samples, correct, 8 DeviceFigures figures
+// 256 KiB: the seed CNN's fc gradient (1 MB) goes alone, while the convolutions' backward runs.
+constexpr std::size_t kBucketBytes = 1 << 18;
+// Per rank: loss sum, samples, correct, 8 DeviceFigures figures, the stop signal it received.
+constexpr int kFigures = 12;
 
 // The parameters that get gradients, each once (tied weights count once), with their names.
 nn::NamedTensors trainable(const nn::Module& model) {
@@ -34,11 +39,13 @@ nn::NamedTensors trainable(const nn::Module& model) {
 class DistributedRunner final : public StepRunner {
  public:
   DistributedRunner(std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
-                    std::shared_ptr<parallel::ProcessReducer> reducer)
+                    std::shared_ptr<parallel::ProcessReducer> reducer,
+                    std::function<int()> stop_requested)
       : local_(std::move(local)),
         group_(job.group),
         named_(trainable(model)),
-        reducer_(std::move(reducer)) {}
+        reducer_(std::move(reducer)),
+        stop_requested_(std::move(stop_requested)) {}
 
   StepResult forward_backward(const data::Batch& batch) override {
     if (first_) {
@@ -50,53 +57,59 @@ class DistributedRunner final : public StepRunner {
     }
     reducer_->arm();
     StepResult r = local_->forward_backward(batch);
-    reducer_->finish();
+    std::vector<double> rows(static_cast<std::size_t>(group_->size() * kFigures), 0.0);
+    std::vector<double> all(rows.size());
+    write_row(r, rows.data() + group_->rank() * kFigures);
+    reducer_->finish(rows, all);
+    // This step's figures (this process's devices summed into one row per rank, the
+    // communication thread's time as reduction, the caller's wait for it as waiting): the next
+    // step's row carries them.
     const parallel::CommStats comm = reducer_->take_stats();
-    return gather(r, comm);
+    previous_ = DeviceFigures{};
+    for (const DeviceFigures& d : r.devices) previous_ += d;
+    previous_.reduction_s += comm.communication_s;
+    previous_.wait_s += comm.wait_s;
+    return read_rows(all);
   }
 
   void optimizer_step(optim::Optimizer& optimizer) override { local_->optimizer_step(optimizer); }
 
  private:
-  // Every rank's figures (this process's devices summed into one row per rank, the
-  // communication thread's time as reduction, the caller's wait for it as waiting).
-  StepResult gather(const StepResult& local, const parallel::CommStats& comm) const {
-    DeviceFigures mine;
-    for (const DeviceFigures& d : local.devices) mine += d;
-    mine.reduction_s += comm.communication_s;
-    mine.wait_s += comm.wait_s;
-    Tensor row = empty({kFigures}, {.dtype = DType::Float64});
-    double* v = row.data<double>();
+  // This rank's row: the step's loss sum, samples and correct count, the previous step's timings.
+  void write_row(const StepResult& local, double* row) const {
     const double values[kFigures] = {local.loss * static_cast<double>(local.samples),
                                      static_cast<double>(local.samples),
                                      static_cast<double>(local.correct),
-                                     mine.seconds,
-                                     mine.forward_s,
-                                     mine.backward_s,
-                                     mine.reduction_s,
-                                     mine.optimizer_s,
-                                     mine.wait_s,
-                                     static_cast<double>(mine.samples),
-                                     static_cast<double>(mine.peak_bytes)};
-    std::copy(values, values + kFigures, v);
-    Tensor all = empty({group_->size(), kFigures}, {.dtype = DType::Float64});
-    group_->all_gather(row, all);
+                                     previous_.seconds,
+                                     previous_.forward_s,
+                                     previous_.backward_s,
+                                     previous_.reduction_s,
+                                     previous_.optimizer_s,
+                                     previous_.wait_s,
+                                     static_cast<double>(local.samples),
+                                     static_cast<double>(previous_.peak_bytes),
+                                     static_cast<double>(stop_requested_ ? stop_requested_() : 0)};
+    std::copy(values, values + kFigures, row);
+  }
+
+  StepResult read_rows(const std::vector<double>& all) const {
     StepResult out;
     double loss_sum = 0;
-    const double* a = all.data<double>();
+    const double* a = all.data();
     for (int r = 0; r < group_->size(); ++r, a += kFigures) {
       loss_sum += a[0];
-      out.samples += static_cast<std::int64_t>(a[1]);
-      out.correct += static_cast<std::int64_t>(a[2]);
+      out.samples += std::llround(a[1]);
+      out.correct += std::llround(a[2]);
       out.devices.push_back({.device = "rank " + std::to_string(r),
-                             .samples = static_cast<std::int64_t>(a[9]),
+                             .samples = std::llround(a[9]),
                              .seconds = a[3],
                              .forward_s = a[4],
                              .backward_s = a[5],
                              .reduction_s = a[6],
                              .optimizer_s = a[7],
                              .wait_s = a[8],
-                             .peak_bytes = static_cast<std::int64_t>(a[10])});
+                             .peak_bytes = std::llround(a[10])});
+      out.stop_signal = std::max(out.stop_signal, static_cast<int>(std::lround(a[11])));
     }
     out.loss = out.samples > 0 ? loss_sum / static_cast<double>(out.samples) : 0;
     return out;
@@ -107,6 +120,8 @@ class DistributedRunner final : public StepRunner {
   nn::NamedTensors named_;
   std::shared_ptr<parallel::ProcessReducer> reducer_;
   bool first_ = true;
+  std::function<int()> stop_requested_;
+  DeviceFigures previous_;  // this process's figures of the previous step
 };
 
 }  // namespace
@@ -139,7 +154,8 @@ std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, cons
   if (!job.group) return nullptr;
   std::vector<Tensor> params;
   for (const auto& [name, p] : trainable(model)) params.push_back(p);
-  auto reducer = std::make_shared<parallel::ProcessReducer>(*job.group, params, kBucketBytes);
+  auto reducer = std::make_shared<parallel::ProcessReducer>(
+      *job.group, params, kBucketBytes, static_cast<std::size_t>(job.size() * kFigures));
   if (devices > 1) {
     const std::weak_ptr<parallel::ProcessReducer> weak = reducer;
     options.on_bucket_reduced = [weak](const std::vector<Tensor>& bucket) {
@@ -153,22 +169,13 @@ std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, cons
 
 std::unique_ptr<StepRunner> make_distributed_runner(
     std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
-    std::shared_ptr<parallel::ProcessReducer> reducer) {
-  return std::make_unique<DistributedRunner>(std::move(local), job, model, std::move(reducer));
+    std::shared_ptr<parallel::ProcessReducer> reducer, std::function<int()> stop_requested) {
+  return std::make_unique<DistributedRunner>(std::move(local), job, model, std::move(reducer),
+                                             std::move(stop_requested));
 }
 
 std::string agree_on(const Job& job, const std::string& text) {
   return job.group ? dist::broadcast_string(*job.group, text) : text;
-}
-
-int agree_on_stop(const Job& job, int requested) {
-  if (!job.group) return requested;
-  Tensor mine = empty({1}, {.dtype = DType::Int64});
-  mine.data<std::int64_t>()[0] = requested;
-  Tensor all = empty({job.size()}, {.dtype = DType::Int64});
-  job.group->all_gather(mine, all);
-  const std::int64_t* v = all.data<std::int64_t>();
-  return static_cast<int>(*std::max_element(v, v + job.size()));
 }
 
 bool test_kill_applies(const Job& job) {

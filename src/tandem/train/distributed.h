@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "tandem/data/sampler.h"
@@ -44,16 +45,14 @@ std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, cons
                                                             RunnerOptions& options);
 
 // Wraps the runner of this process's devices: the fingerprint check and rank 0's weights before
-// the first step, the cross-process reduction after each backward, the gathered figures.
+// the first step, the cross-process reduction after each backward, the gathered figures and the
+// agreed stop signal (StepResult::stop_signal; `stop_requested` gives this rank's).
 std::unique_ptr<StepRunner> make_distributed_runner(
     std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
-    std::shared_ptr<parallel::ProcessReducer> reducer);
+    std::shared_ptr<parallel::ProcessReducer> reducer, std::function<int()> stop_requested);
 
 // Rank 0's text on every rank (the run directory a fresh run picks, for example).
 std::string agree_on(const Job& job, const std::string& text);
-
-// The stop signal any rank received (the largest), so that every rank stops after the same step.
-int agree_on_stop(const Job& job, int requested);
 
 // Whether --test-kill-at-step applies to this process: on the ranks TANDEM_TEST_KILL_RANK names
 // (all when unset), and only in a launcher's first attempt (TANDEM_RESTART_COUNT 0 or unset).

@@ -656,7 +656,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   std::unique_ptr<StepRunner> runner =
       make_step_runner(model, layout, criterion, [kind, input]() { return make_model(kind, input); },
                        options);
-  if (cross) runner = make_distributed_runner(std::move(runner), job, *model, cross);
+  if (cross) {
+    runner = make_distributed_runner(std::move(runner), job, *model, cross,
+                                     [] { return static_cast<int>(g_stop_signal); });
+  }
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(c, model->parameters());
   std::unique_ptr<optim::LRScheduler> schedule =
       make_schedule(c, *optimizer, steps_per_epoch, total_steps);
@@ -846,8 +849,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
       if (request.kill_at_step > 0 && step == request.kill_at_step && test_kill_applies(job)) {
         std::raise(SIGKILL);
       }
-      // Every rank stops after the same step (a signal reaches them at different moments).
-      const int requested = agree_on_stop(job, signals.requested());
+      // Every rank stops after the same step (a signal reaches them at different moments): the
+      // ranks' requests rode in the step's reduction.
+      const int requested = job.group ? r.stop_signal : signals.requested();
       if (requested != 0 && !run_end) {
         const int signal = requested;
         if (!checkpoint_is_current) save_checkpoint(position);

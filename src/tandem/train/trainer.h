@@ -31,6 +31,9 @@ struct StepResult {
   std::int64_t samples = 0;
   std::int64_t correct = 0;  // samples whose largest logit is their target's
   std::vector<DeviceFigures> devices;  // one entry per device (replica)
+  // Multi-process: the largest stop signal (SIGINT, SIGTERM) any rank had received when the step's
+  // gradients were reduced, the same on every rank, so all stop after the same step; 0: none.
+  int stop_signal = 0;
 };
 
 // Runs forward, loss and backward of a global batch and leaves the batch's mean-loss gradients in

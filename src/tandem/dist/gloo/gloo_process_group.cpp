@@ -1,9 +1,14 @@
 // GlooProcessGroup: tandem's collectives on Gloo's algorithms (ring all-reduce, one-to-all
 // broadcast, ring all-gather, barrier) over the TCP transport. Tensors must be in host memory.
+// Repeated all-reduces (gradient buckets) run Gloo's chunked ring bound to their buffer, on a
+// second full mesh whose pairs are in synchronous mode: the calling thread reads its socket
+// itself, instead of waiting for Gloo's event-loop thread to hand each message over. On this
+// kind of machine that takes a bucket of the seed CNN from about 2 ms to 0.3 ms.
 #include "tandem/dist/gloo/gloo_process_group.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -12,6 +17,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <cstdlib>
+#include <mutex>
 
 #include "tandem/base/check.h"
 #include "tandem/dist/store.h"
@@ -22,26 +28,28 @@ namespace {
 // tandem's Store as Gloo's, for connectFullMesh: every wait bounded by the group's timeout.
 class GlooStoreView final : public gloo::rendezvous::Store {
  public:
-  GlooStoreView(dist::Store& store, std::chrono::milliseconds timeout)
-      : store_(store), timeout_(timeout) {}
+  // Keys under `prefix` ("gloo/", or "gloo-buckets/" for the second mesh).
+  GlooStoreView(dist::Store& store, std::chrono::milliseconds timeout, std::string prefix)
+      : store_(store), timeout_(timeout), prefix_(std::move(prefix)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set("gloo/" + key, std::string(data.begin(), data.end()));
+    store_.set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    const std::string value = store_.get("gloo/" + key, timeout_);
+    const std::string value = store_.get(prefix_ + key, timeout_);
     return {value.begin(), value.end()};
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
     std::vector<std::string> full;
-    for (const auto& k : keys) full.push_back("gloo/" + k);
+    for (const auto& k : keys) full.push_back(prefix_ + k);
     store_.wait(full, timeout);
   }
 
  private:
   dist::Store& store_;
   std::chrono::milliseconds timeout_;
+  std::string prefix_;
 };
 
 template <typename T>
@@ -65,10 +73,7 @@ class GlooProcessGroup final : public ProcessGroup {
     }
     try {
       device_ = gloo::transport::tcp::CreateDevice(attr);
-      context_ = std::make_shared<gloo::rendezvous::Context>(rank(), size());
-      context_->setTimeout(timeout());
-      GlooStoreView view(store(), timeout());
-      context_->connectFullMesh(view, device_);
+      context_ = connect("gloo/");
     } catch (const std::exception& e) {
       TANDEM_FAIL("gloo: rank ", rank(), " could not connect to the other ", size() - 1,
                   " ranks within ", timeout().count() / 1000.0, " s (its address ", address(),
@@ -76,6 +81,16 @@ class GlooProcessGroup final : public ProcessGroup {
     }
   }
   Backend backend() const override { return Backend::Gloo; }
+
+ private:
+  // A full mesh of pairs to every other rank, its rendezvous keys under `prefix`.
+  std::shared_ptr<gloo::rendezvous::Context> connect(const std::string& prefix) {
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
+    context->setTimeout(timeout());
+    GlooStoreView view(store(), timeout(), prefix);
+    context->connectFullMesh(view, device_);
+    return context;
+  }
 
  protected:
   void do_all_reduce(const Tensor& t, ReduceOp op, Timeout timeout, std::uint32_t tag) override {
@@ -126,6 +141,33 @@ class GlooProcessGroup final : public ProcessGroup {
     gloo::barrier(opts);
   }
 
+  RepeatedAllReduce::Body make_repeated_all_reduce(const Tensor& buffer) override {
+    check_host(buffer);
+    if (buffer.numel() == 0) return [] {};
+    const int n = static_cast<int>(buffer.numel());
+    TANDEM_CHECK(n == buffer.numel(), "gloo: a repeated all_reduce of ", buffer.numel(),
+                 " elements is more than Gloo's ring takes (2^31 - 1)");
+    std::shared_ptr<gloo::Algorithm> ring;
+    {
+      // The second mesh is made by the first repeated all-reduce, in the same order on every rank.
+      const std::lock_guard lock(bucket_mutex_);
+      if (!bucket_context_) {
+        bucket_context_ = connect("gloo-buckets/");
+        for (int r = 0; r < size(); ++r) {
+          if (r != rank()) bucket_context_->getPair(r)->setSync(/*sync=*/true, /*busyPoll=*/false);
+        }
+      }
+      if (buffer.dtype() == DType::Float32) {
+        ring = std::make_shared<gloo::AllreduceRingChunked<float>>(
+            bucket_context_, std::vector<float*>{buffer.data<float>()}, n);
+      } else {
+        ring = std::make_shared<gloo::AllreduceRingChunked<double>>(
+            bucket_context_, std::vector<double*>{buffer.data<double>()}, n);
+      }
+    }
+    return [ring] { ring->run(); };
+  }
+
  private:
   // The options of one collective: this group's context, the timeout, the collective's number.
   template <typename Options>
@@ -148,6 +190,8 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::mutex bucket_mutex_;
+  std::shared_ptr<gloo::rendezvous::Context> bucket_context_;  // sync pairs, repeated all-reduces
 };
 
 }  // namespace
