@@ -78,6 +78,19 @@ TEST(DeadPeer, StoppedRankIsNamedAfterTheTimeout) {
   expect_named(run, 1, "is stopped or hung");
 }
 
+// The gradient buckets' repeated all-reduces (on Gloo, a second mesh of synchronous pairs).
+TEST(DeadPeer, KilledRankIsNamedInARepeatedAllReduce) {
+  const GroupRun run = run_group(3, "die-repeated", "tcp", kTimeout, /*victim*/ 1);
+  EXPECT_EQ(run.result.exits[1].signal, SIGKILL);
+  expect_named(run, 1, "exited or died");
+}
+
+TEST(DeadPeer, StoppedRankIsNamedInARepeatedAllReduceAfterTheTimeout) {
+  const GroupRun run = run_group(2, "stall-repeated", "file", kTimeout, /*victim*/ 1);
+  EXPECT_EQ(run.result.exits[1].signal, SIGKILL);
+  expect_named(run, 1, "is stopped or hung");
+}
+
 TEST(Fingerprint, AMismatchIsAnErrorOnEveryRankNamingTheParameters) {
   const GroupRun run = run_group(3, "mismatch", "tcp", 20s, /*victim*/ 2);
   for (int r = 0; r < 3; ++r) {

@@ -73,6 +73,34 @@ void collectives(dist::ProcessGroup& pg) {
     }
   }
   pg.barrier();
+
+  // Repeated all-reduces (gradient buckets): two buffers bound once, each summed three times with
+  // new contents, a per-call collective in between; one buffer over the ring's chunk size.
+  Tensor big = tandem::empty({600000}, {.dtype = DType::Float32});
+  Tensor small = tandem::empty({5}, {.dtype = DType::Float64});
+  const auto big_sum = pg.repeated_all_reduce(big);
+  const auto small_sum = pg.repeated_all_reduce(small);
+  for (int round = 0; round < 3; ++round) {
+    for (std::int64_t i = 0; i < big.numel(); ++i) {
+      big.data<float>()[i] = static_cast<float>((r + 1) * (round + 1) + static_cast<double>(i % 7));
+    }
+    for (std::int64_t i = 0; i < small.numel(); ++i) {
+      small.data<double>()[i] = (r + 1) * 0.5 * static_cast<double>(round + i);
+    }
+    big_sum->run();
+    small_sum->run();
+    pg.barrier();
+    const double ranks_sum = w * (w + 1) / 2;
+    for (std::int64_t i = 0; i < big.numel(); ++i) {
+      expect(big.data<float>()[i] ==
+                 static_cast<float>(ranks_sum * (round + 1) + w * static_cast<double>(i % 7)),
+             "repeated float32 sum at " + std::to_string(i) + ", round " + std::to_string(round));
+    }
+    for (std::int64_t i = 0; i < small.numel(); ++i) {
+      expect(small.data<double>()[i] == ranks_sum * 0.5 * static_cast<double>(round + i),
+             "repeated float64 sum at " + std::to_string(i) + ", round " + std::to_string(round));
+    }
+  }
 }
 
 // The fingerprint check: identical on every rank, except on the victim, whose fc.weight has
@@ -88,15 +116,21 @@ void fingerprint(dist::ProcessGroup& pg, int victim) {
   ++checks;
 }
 
-// The victim dies (SIGKILL) or stops (SIGSTOP) at the 5th all-reduce; the others keep reducing
-// until their process group reports it.
-void failure(dist::ProcessGroup& pg, int victim, int sig, const std::string& dir) {
+// The victim dies (SIGKILL) or stops (SIGSTOP) at the 5th all-reduce (per-call ones, or one
+// repeated all-reduce as the gradient buckets use); the others keep reducing until their process
+// group reports it.
+void failure(dist::ProcessGroup& pg, int victim, int sig, bool repeated, const std::string& dir) {
   if (g_rank == victim) {
     std::ofstream(dir + "/victim.pid") << ::getpid() << "\n";
   }
   Tensor t = tandem::empty({4096}, {.dtype = DType::Float32});
+  const auto bucket = repeated ? pg.repeated_all_reduce(t) : nullptr;
   for (int step = 0; step < 1000000; ++step) {
     if (step == 5 && g_rank == victim) ::raise(sig);
+    if (bucket) {
+      bucket->run();
+      continue;
+    }
     pg.all_reduce(t, dist::ReduceOp::Sum);
   }
 }
@@ -105,7 +139,8 @@ void failure(dist::ProcessGroup& pg, int victim, int sig, const std::string& dir
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: dist_worker collectives|die|stall|die-once|mismatch VICTIM DIR\n";
+    std::cerr << "usage: dist_worker collectives|die|stall|die-repeated|stall-repeated|die-once|"
+                 "mismatch VICTIM DIR\n";
     return 2;
   }
   const std::string scenario = argv[1], dir = argv[3];
@@ -128,7 +163,8 @@ int main(int argc, char** argv) {
     } else if (scenario == "mismatch") {
       fingerprint(*pg, victim);
     } else {
-      failure(*pg, victim, scenario == "die" ? SIGKILL : SIGSTOP, dir);
+      const bool dies = scenario.starts_with("die");
+      failure(*pg, victim, dies ? SIGKILL : SIGSTOP, scenario.ends_with("-repeated"), dir);
     }
     std::ofstream(dir + "/rank" + std::to_string(g_rank) + ".txt") << "ok " << checks << "\n";
     std::cout << "rank " << g_rank << ": ok, " << checks << " checks\n";
@@ -136,7 +172,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::ofstream(dir + "/rank" + std::to_string(g_rank) + ".err") << e.what() << "\n";
     std::cerr << "rank " << g_rank << ": " << e.what() << "\n";
-    if (scenario == "stall") {  // the stopped victim would never exit: end it
+    if (scenario.starts_with("stall")) {  // the stopped victim would never exit: end it
       std::ifstream pid_file(dir + "/victim.pid");
       pid_t pid = 0;
       if (pid_file >> pid && pid > 0) ::kill(pid, SIGKILL);
