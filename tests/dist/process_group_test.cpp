@@ -2,6 +2,8 @@
 // checks its own results (exact: the values are small integers and quarters); a rank killed or
 // stopped mid-run is named by the others, which exit within the timeout + 5 s.
 #include <csignal>
+#include <ostream>
+#include <string>
 
 #include "dist_harness.h"
 #include "errors.h"
@@ -60,36 +62,41 @@ void expect_named(const GroupRun& run, int victim, const std::string& cause) {
   }
 }
 
-TEST(DeadPeer, KilledRankIsNamedByTheOthers) {
-  const GroupRun run = run_group(3, "die", "tcp", kTimeout, /*victim*/ 1);
-  EXPECT_EQ(run.result.exits[1].signal, SIGKILL);
-  expect_named(run, 1, "exited or died");
+// A rank killed (SIGKILL) or stopped (SIGSTOP, then ended by the survivors) inside per-call
+// all-reduces, or inside a repeated one (the gradient buckets': on Gloo, a second mesh of
+// synchronous pairs); killing rank 0 also kills the TCP store's host.
+struct DeadPeerCase {
+  std::string name;
+  int ranks;
+  std::string scenario;
+  std::string store;
+  int victim;
+  std::string cause;
+};
+
+void PrintTo(const DeadPeerCase& c, std::ostream* out) { *out << c.name; }
+
+class DeadPeer : public ::testing::TestWithParam<DeadPeerCase> {};
+
+TEST_P(DeadPeer, TheVictimIsNamedByTheOthers) {
+  const DeadPeerCase& c = GetParam();
+  const GroupRun run = run_group(c.ranks, c.scenario, c.store, kTimeout, c.victim);
+  // A stopped victim is ended with SIGKILL by a survivor once it gives up.
+  EXPECT_EQ(run.result.exits[static_cast<std::size_t>(c.victim)].signal, SIGKILL);
+  expect_named(run, c.victim, c.cause);
 }
 
-TEST(DeadPeer, KilledStoreHostIsNamedByTheOthers) {
-  const GroupRun run = run_group(3, "die", "tcp", kTimeout, /*victim*/ 0);
-  EXPECT_EQ(run.result.exits[0].signal, SIGKILL);
-  expect_named(run, 0, "exited or died");
-}
-
-TEST(DeadPeer, StoppedRankIsNamedAfterTheTimeout) {
-  const GroupRun run = run_group(2, "stall", "file", kTimeout, /*victim*/ 1);
-  EXPECT_EQ(run.result.exits[1].signal, SIGKILL);  // ended by rank 0 once it gave up
-  expect_named(run, 1, "is stopped or hung");
-}
-
-// The gradient buckets' repeated all-reduces (on Gloo, a second mesh of synchronous pairs).
-TEST(DeadPeer, KilledRankIsNamedInARepeatedAllReduce) {
-  const GroupRun run = run_group(3, "die-repeated", "tcp", kTimeout, /*victim*/ 1);
-  EXPECT_EQ(run.result.exits[1].signal, SIGKILL);
-  expect_named(run, 1, "exited or died");
-}
-
-TEST(DeadPeer, StoppedRankIsNamedInARepeatedAllReduceAfterTheTimeout) {
-  const GroupRun run = run_group(2, "stall-repeated", "file", kTimeout, /*victim*/ 1);
-  EXPECT_EQ(run.result.exits[1].signal, SIGKILL);
-  expect_named(run, 1, "is stopped or hung");
-}
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, DeadPeer,
+    ::testing::Values(
+        DeadPeerCase{"KilledRank", 3, "die", "tcp", 1, "exited or died"},
+        DeadPeerCase{"KilledStoreHost", 3, "die", "tcp", 0, "exited or died"},
+        DeadPeerCase{"StoppedRankAfterTheTimeout", 2, "stall", "file", 1, "is stopped or hung"},
+        DeadPeerCase{"KilledRankInARepeatedAllReduce", 3, "die-repeated", "tcp", 1,
+                     "exited or died"},
+        DeadPeerCase{"StoppedRankInARepeatedAllReduce", 2, "stall-repeated", "file", 1,
+                     "is stopped or hung"}),
+    [](const auto& param_info) { return param_info.param.name; });
 
 TEST(Fingerprint, AMismatchIsAnErrorOnEveryRankNamingTheParameters) {
   const GroupRun run = run_group(3, "mismatch", "tcp", 20s, /*victim*/ 2);
