@@ -134,6 +134,11 @@ TEST_F(CliTest, TrainWritesTheRunDirectory) {
   }
   EXPECT_NE(r.out.find("    step 1/12"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find('\r'), std::string::npos);
+  // On the CPU, the devices line says why there is no GPU in the runtime's words.
+  if (!tandem::cuda::is_available()) {
+    EXPECT_NE(r.out.find("no GPU: " + tandem::cuda::unavailable_reason()), std::string::npos)
+        << r.out;
+  }
 
   const Json config = Json::parse(slurp(dir_ / "run/config.json"));
   EXPECT_EQ(config["model"], "mlp");

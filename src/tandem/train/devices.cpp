@@ -72,6 +72,8 @@ bool auto_uses_gpus() { return kCudaOpsReady && cuda_device_count() > 0; }
 
 int cuda_device_count() { return cuda::device_count(); }
 
+std::string cuda_unavailable_reason() { return cuda::unavailable_reason(); }
+
 DeviceLayout parse_devices(std::string_view spec) {
   DeviceLayout layout;
   if (spec == "auto") {

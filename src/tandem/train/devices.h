@@ -29,6 +29,8 @@ DeviceLayout parse_devices(std::string_view spec);
 // device/cuda/discovery.h has the rest: names, memory, peers, the reason there are none).
 bool cuda_built();
 int cuda_device_count();
+// Why no GPU is visible ("built without CUDA", the CUDA runtime's error); empty when one is.
+std::string cuda_unavailable_reason();
 // Whether --devices auto means the GPUs (there are some, and tandem has CUDA kernels for its ops).
 bool auto_uses_gpus();
 

@@ -562,6 +562,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   resolved.config.out = agree_on(job, resolved.config.out);
   const TrainConfig& c = resolved.config;
   const bool deterministic = c.determinism == Determinism::Deterministic;
+  TANDEM_CHECK(!(job.distributed() && c.sync_batchnorm), "--sync-batchnorm: batch-norm statistics "
+               "are synchronised over the replicas of one process only, and this run has ",
+               job.size(), " processes; leave it out (each process then normalises over its own "
+               "share of the batch), or train with one process and --devices cpu:N");
 
   // devices (--devices auto without GPUs is settled below, once the model is known)
   DeviceLayout layout = parse_devices(c.devices);
@@ -592,7 +596,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
       const CpuInfo cpu = read_cpu_info();
       detail += " (" + (cpu.model.empty() ? std::string("CPU") : cpu.model) + ", " +
                 std::to_string(cpu.logical_cores) + " cores)";
-      if (!cuda_built()) detail += "; no GPU: built without CUDA";
+      if (cuda_device_count() == 0) detail += "; no GPU: " + cuda_unavailable_reason();
     }
     if (!auto_reason.empty()) detail += "; " + auto_reason;
     console.stage("devices", detail);

@@ -88,6 +88,18 @@ TEST(DistributedTraining, UnevenShardsEndEveryEpochTogether) {
   expect_contains(l.out, "5 steps per epoch");
 }
 
+TEST(DistributedTraining, SyncBatchNormAcrossProcessesIsAClearError) {
+  // Only the replicas of one process share batch-norm statistics: asking for more is refused
+  // rather than silently normalising per process.
+  TempDir dir;
+  const Launched l = run_command(launcher(2) + kTrain + " --devices cpu --sync-batchnorm true --out " +
+                                     (dir / "run").string(),
+                                 dir);
+  EXPECT_NE(l.status, 0);
+  expect_contains(l.out + l.err, "--sync-batchnorm: batch-norm statistics are synchronised over "
+                                 "the replicas of one process only, and this run has 2 processes");
+}
+
 TEST(DistributedTraining, AKilledRankIsNamedByTheOtherWithinTheTimeout) {
   TempDir dir;
   const std::string port = std::to_string(free_port());
