@@ -2,6 +2,8 @@
 // forwards (values and max indices), float32 against float64 forward and backward, float64
 // gradient checks (padding, ceil_mode, count_include_pad, adaptive 5x7 -> 2x3), and errors.
 // x (N, C, H, W) -> y (N, C, P, Q).
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -70,6 +72,49 @@ TEST_P(PoolBothDtypes, MaxValuesAndIndices) {
   Tensor g = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}, {.dtype = dt});
   Tensor gx = ops::max_pool2d_backward(g, idx, x.shape());
   EXPECT_TRUE(allclose(gx, {0, 1, 0, 0, 0, 0, 2, 3, 0, 9, 0, 6, 7, 0, 8, 9}));
+}
+
+TEST_P(PoolBothDtypes, MaxTiesNaNAndInfinityFollowPyTorchOnEveryPath) {
+  // Ties keep the first maximum, a NaN wins (the last NaN's index), an all -inf window gives -inf
+  // at its first element: on the whole-2x2-tile path, the general k x k tile path (k = 3) and the
+  // clipped-window path (ceil_mode on 5 x 5).
+  const DType dt = GetParam();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_vector(std::vector<double>{1, 3, 2, 2,  //
+                                             3, 0, 2, 1,  //
+                                             nan, 5, -inf, -inf,  //
+                                             5, nan, -inf, -inf},
+                         {1, 1, 4, 4}, {.dtype = dt});
+  Tensor idx;
+  std::vector<double> y = ops::max_pool2d(x, pool(2, 2), &idx).to_vector<double>();
+  EXPECT_EQ(idx.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 13, 10}));
+  EXPECT_EQ(y[0], 3);
+  EXPECT_EQ(y[1], 2);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], -inf);
+
+  // The same four tiles side by side (a row of 4 outputs: the 4-wide vector path for float32),
+  // then one more tile (the scalar rest).
+  Tensor wide = from_vector(std::vector<double>{1, 3, 2, 2, nan, 5, -inf, -inf, 7, 7,  //
+                                                3, 0, 2, 1, 5, nan, -inf, -inf, 7, 8},
+                            {1, 1, 2, 10}, {.dtype = dt});
+  y = ops::max_pool2d(wide, pool(2, 2), &idx).to_vector<double>();
+  EXPECT_EQ(idx.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 15, 6, 19}));
+  EXPECT_EQ(y[0], 3);
+  EXPECT_EQ(y[1], 2);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], -inf);
+  EXPECT_EQ(y[4], 8);
+
+  Tensor x6 = zeros({1, 1, 6, 6}, {.dtype = dt});
+  Tensor x5 = zeros({1, 1, 5, 5}, {.dtype = dt});
+  Tensor i6, i5;
+  ops::max_pool2d(x6, pool(3, 3), &i6);  // all zeros: every window's first element
+  EXPECT_EQ(i6.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 3, 18, 21}));
+  ops::max_pool2d(x5, pool(2, 2, 0, true), &i5);  // a partial last row and column
+  EXPECT_EQ(i5.to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{0, 2, 4, 10, 12, 14, 20, 22, 24}));
 }
 
 TEST_P(PoolBothDtypes, AverageCountIncludePad) {
