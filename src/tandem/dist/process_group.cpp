@@ -100,8 +100,8 @@ std::unique_ptr<RepeatedAllReduce> ProcessGroup::repeated_all_reduce(const Tenso
 }
 
 RepeatedAllReduce::Body ProcessGroup::make_repeated_all_reduce(const Tensor& buffer) {
-  return [this, buffer] {
-    do_all_reduce(buffer, ReduceOp::Sum, timeout(), static_cast<std::uint32_t>(seq_));
+  return [this, buffer](std::uint32_t tag) {
+    do_all_reduce(buffer, ReduceOp::Sum, timeout(), tag);
   };
 }
 
@@ -110,7 +110,7 @@ RepeatedAllReduce::RepeatedAllReduce(ProcessGroup& group, Tensor buffer, Body bo
 
 void RepeatedAllReduce::run() {
   group_.run(describe("all_reduce(sum)", buffer_) + " (a repeated one)", group_.timeout(),
-             [&](std::uint32_t) { body_(); });
+             [&](std::uint32_t tag) { body_(tag); });
 }
 
 }  // namespace tandem::dist

@@ -46,7 +46,7 @@ struct Rendezvous {
 // group's timeout, its failure the same error as all_reduce's.
 class RepeatedAllReduce {
  public:
-  using Body = std::function<void()>;
+  using Body = std::function<void(std::uint32_t tag)>;  // tag: the collective's number
   RepeatedAllReduce(ProcessGroup& group, Tensor buffer, Body body);
   // Every rank's buffer becomes the element-wise sum over the ranks.
   void run();

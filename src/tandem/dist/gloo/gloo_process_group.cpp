@@ -143,7 +143,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   RepeatedAllReduce::Body make_repeated_all_reduce(const Tensor& buffer) override {
     check_host(buffer);
-    if (buffer.numel() == 0) return [] {};
+    if (buffer.numel() == 0) return [](std::uint32_t) {};
     const int n = static_cast<int>(buffer.numel());
     TANDEM_CHECK(n == buffer.numel(), "gloo: a repeated all_reduce of ", buffer.numel(),
                  " elements is more than Gloo's ring takes (2^31 - 1)");
@@ -165,7 +165,7 @@ class GlooProcessGroup final : public ProcessGroup {
             bucket_context_, std::vector<double*>{buffer.data<double>()}, n);
       }
     }
-    return [ring] { ring->run(); };
+    return [ring](std::uint32_t) { ring->run(); };  // slots fixed at set-up, no tag
   }
 
  private:
