@@ -162,6 +162,29 @@ TEST(LayoutTwin, LinearReadsAConvOutputAndWritesItsGradientBlocked) {
   EXPECT_TRUE(allclose(gw1, convert_dtype(gw1_ref, DType::Float32), 1e-3, 1e-3));
 }
 
+// Whatever the conv's channel count (a multiple of the 16-channel block, read through a matmul
+// over both twins; or padded up to it, read through the inner product), with or without a bias,
+// the linear layer over the conv's output equals the product of the plain values.
+TEST(LayoutTwin, LinearOverAConvOutputOfAnyChannelCount) {
+  for (const std::int64_t channels : {16, 20, 8, 48}) {
+    for (const bool bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << channels << " channels, bias " << bias);
+      Generator gen(5);
+      const Tensor x = randn({3, 4, 5, 5}, {}, &gen);
+      const Tensor w = randn({channels, 4, 3, 3}, {}, &gen) * 0.2;
+      const std::int64_t d = channels * 25;
+      const Tensor wl = randn({7, d}, {}, &gen) * 0.05;
+      const Tensor bl = bias ? randn({7}, {}, &gen) : Tensor();
+      const Tensor y = ops::conv2d(x, w, Tensor(), kPad1);
+      const Tensor out = ops::linear(make_view(y, {3, d}, contiguous_strides({3, d}), 0), wl, bl);
+      const Tensor flat = make_view(y, {3, d}, contiguous_strides({3, d}), 0);  // plain values
+      Tensor want = ops::matmul(f64(flat), f64(wl), false, true);
+      if (bias) want = want + f64(bl);
+      EXPECT_TRUE(allclose(out, convert_dtype(want, DType::Float32), 1e-4, 1e-4));
+    }
+  }
+}
+
 TEST(LayoutTwin, LinearBackwardSeesAWeightWrittenAfterTheForward) {
   Net n;
   Generator gen(4);
