@@ -1,6 +1,8 @@
 // The caching CPU allocator.
 #include "tandem/device/cpu_allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -71,7 +73,15 @@ void* CpuBackend::allocate(std::size_t nbytes, int /*index*/) {
     stats_.peak = std::max(stats_.peak, stats_.in_use);
     ++stats_.os_allocations;
   }
-  void* p = std::aligned_alloc(64, size);
+  void* p = nullptr;
+  if (size >= kHugeMinBytes) {
+    // posix_memalign: aligned_alloc wants the size to be a multiple of the alignment. The advice
+    // is only that: where transparent huge pages are off, the block keeps 4 KiB pages.
+    if (posix_memalign(&p, kHugePage, size) != 0) p = nullptr;
+    if (p != nullptr) madvise(p, size / kHugePage * kHugePage, MADV_HUGEPAGE);
+  } else {
+    p = std::aligned_alloc(64, size);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (p == nullptr) {
     stats_.in_use -= size;
