@@ -88,8 +88,9 @@ void linear_forward_matmul(void* x, void* w, const Tensor& b, const Tensor& y, s
 
 // ---- linear over a conv's blocked output ------------------------------------------------------
 // x (N, D) flattened from a conv output (N, C, H, W), D = C*H*W, whose values are in a blocked
-// layout twin (nChw16c): the inner product reads that twin as its 4-D source, with the weight seen
-// as (D_out, C, H, W) in the matching layout (kept as the weight's twin, which the backward finds
+// layout twin (nChw16c): the forward (a matmul over both buffers, or an inner product where the
+// layout pads channels) reads that twin as its source, with the weight seen as (D_out, C, H, W)
+// in the matching layout (kept as the weight's twin, which the backward finds
 // until the optimizer writes the weight). The backward-data output is written in x's layout too,
 // for the conv below; that layout is remembered per thread (see forward_layout). So the
 // activation is never converted to plain, nor its gradient back to blocked;
@@ -159,11 +160,12 @@ Tensor linear_blocked(const Tensor& x, const Tensor& w, const Tensor& b,
   // twin and row o of w's twin are the same permutation of the D features, so y is the plain
   // product of the two buffers, which the matmul computes.
   const tag w_tag = weight_tag(tw.blocked);
+  const memory::desc w_blocked = desc4(xd, d_out, w_tag);
   const std::size_t row_bytes = static_cast<std::size_t>(d) * sizeof(float);
   if (w_tag != tag::any && tw.blocked.get_size() == static_cast<std::size_t>(n) * row_bytes &&
-      desc4(xd, d_out, w_tag).get_size() == static_cast<std::size_t>(d_out) * row_bytes) {
+      w_blocked.get_size() == static_cast<std::size_t>(d_out) * row_bytes) {
     const cpu::Operand xm = cpu::read_as(x, tw.plain, tw.blocked, key + ":x");
-    const cpu::Operand wm = cpu::read_as(w, w_plain, desc4(xd, d_out, w_tag), key + ":w");
+    const cpu::Operand wm = cpu::read_as(w, w_plain, w_blocked, key + ":w");
     forward_layout(w, n) = tw.blocked;
     linear_forward_matmul(xm.memory.get_data_handle(), wm.memory.get_data_handle(), b, y, d);
     return y;
