@@ -1,8 +1,8 @@
 // ProcessReducer: gradient buckets averaged across processes (ranks of a dist::ProcessGroup)
 // while backward runs, as DistributedDataParallel does. A complete bucket goes to this process's
 // communication thread, which all-reduces the buckets one by one in index order (the same order
-// on every rank: Gloo's ring sums in a fixed order too) in their parameters' dtype, and writes
-// the means back. Not a replica reducer: within a process, HostReducer (reducer.h) sums the
+// on every rank; Gloo's halving-doubling sums in a fixed order too) in their parameters' dtype,
+// and writes the means back. Not a replica reducer: within a process, HostReducer (reducer.h) sums the
 // replicas first. A few extra numbers per step (the ranks' losses and counts) can ride in the last
 // bucket's all-reduce, summed instead of averaged, so they cost no collective of their own.
 #pragma once

@@ -75,7 +75,8 @@ void collectives(dist::ProcessGroup& pg) {
   pg.barrier();
 
   // Repeated all-reduces (gradient buckets): two buffers bound once, each summed three times with
-  // new contents, a per-call collective in between; one buffer over the ring's chunk size.
+  // new contents, a per-call collective in between; one buffer large, one smaller than the ranks'
+  // halving-doubling blocks.
   Tensor big = tandem::empty({600000}, {.dtype = DType::Float32});
   Tensor small = tandem::empty({5}, {.dtype = DType::Float64});
   const auto big_sum = pg.repeated_all_reduce(big);
