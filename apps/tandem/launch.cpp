@@ -69,17 +69,21 @@ std::vector<dist::WorkerSpec> workers(const LaunchFlags& f, int attempt) {
         {"TANDEM_MAX_RESTARTS", std::to_string(f.max_restarts)}};
     if (!f.store.empty()) env.emplace_back("TANDEM_STORE", f.store);
     // Workers share the cores: each gets its own block of this launcher's CPUs (when there are
-    // enough) and as many OpenMP threads, unless OMP_NUM_THREADS says otherwise.
+    // enough) and as many OpenMP threads, unless OMP_NUM_THREADS says otherwise. A worker whose
+    // OMP_NUM_THREADS fits in its block is pinned to it too: unpinned, one worker's helper threads
+    // (loader, communication) preempt the other's compute, and the ranks drift apart before each
+    // all-reduce.
     std::vector<int> cpus;
-    if (!std::getenv("OMP_NUM_THREADS")) {
-      const std::vector<int> all = parallel::available_cpus();
-      const std::size_t share = std::max<std::size_t>(1, all.size() / f.nproc_per_node);
-      if (all.size() >= static_cast<std::size_t>(f.nproc_per_node)) {
-        cpus.assign(all.begin() + static_cast<std::ptrdiff_t>(share * local),
-                    all.begin() + static_cast<std::ptrdiff_t>(share * (local + 1)));
-      }
-      env.emplace_back("OMP_NUM_THREADS", std::to_string(share));
+    const std::vector<int> all = parallel::available_cpus();
+    const std::size_t share = std::max<std::size_t>(1, all.size() / f.nproc_per_node);
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    const long threads = omp ? std::atol(omp) : static_cast<long>(share);
+    if (all.size() >= static_cast<std::size_t>(f.nproc_per_node) && threads >= 1 &&
+        static_cast<std::size_t>(threads) <= share) {
+      cpus.assign(all.begin() + static_cast<std::ptrdiff_t>(share * local),
+                  all.begin() + static_cast<std::ptrdiff_t>(share * (local + 1)));
     }
+    if (!omp) env.emplace_back("OMP_NUM_THREADS", std::to_string(share));
     specs.push_back({worker_command(f, attempt), std::move(env), "rank " + std::to_string(rank),
                      std::move(cpus)});
   }
