@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 
 #include "tandem/base/check.h"
@@ -21,7 +22,8 @@
 namespace tandem::train {
 namespace {
 
-// 256 KiB: the seed CNN's fc gradient (1 MB) goes alone, while the convolutions' backward runs.
+// 256 KiB, when the reduction overlaps the backward: the seed CNN's fc gradient (1 MB) goes alone,
+// while the convolutions' backward runs.
 constexpr std::size_t kBucketBytes = 1 << 18;
 // Per rank: loss sum, samples, correct, 8 DeviceFigures figures, the stop signal it received.
 constexpr int kFigures = 12;
@@ -149,13 +151,15 @@ std::shared_ptr<const data::Sampler> shard_sampler(const Job& job, std::int64_t 
 }
 
 std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, const nn::Module& model,
-                                                            std::size_t devices,
+                                                            std::size_t devices, bool overlap,
                                                             RunnerOptions& options) {
   if (!job.group) return nullptr;
   std::vector<Tensor> params;
   for (const auto& [name, p] : trainable(model)) params.push_back(p);
   auto reducer = std::make_shared<parallel::ProcessReducer>(
-      *job.group, params, kBucketBytes, static_cast<std::size_t>(job.size() * kFigures));
+      *job.group, params, overlap ? kBucketBytes : std::numeric_limits<std::size_t>::max(),
+      static_cast<std::size_t>(job.size() * kFigures));
+  if (!overlap) return reducer;  // one bucket, handed over by finish()
   if (devices > 1) {
     const std::weak_ptr<parallel::ProcessReducer> weak = reducer;
     options.on_bucket_reduced = [weak](const std::vector<Tensor>& bucket) {
@@ -165,6 +169,10 @@ std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, cons
     reducer->attach_hooks();  // with accumulation, only the last backward's hooks would count
   }
   return reducer;
+}
+
+bool overlaps_backward(bool on_gpu, int compute_threads, int cpus) {
+  return on_gpu || compute_threads < cpus;
 }
 
 std::unique_ptr<StepRunner> make_distributed_runner(

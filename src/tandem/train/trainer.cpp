@@ -1,6 +1,8 @@
 // The training run: config resolution, stages, the loop, checkpoints, resumption and signals.
 #include "tandem/train/trainer.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -656,7 +658,13 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   nn::CrossEntropyLoss criterion({.label_smoothing = c.label_smoothing});
   RunnerOptions options = runner_options(c);
   // A multi-process run averages the gradients across the processes, bucket by bucket.
-  const auto cross = prepare_reduction(job, *model, layout.devices.size(), options);
+  const int devices = static_cast<int>(layout.devices.size());
+  const int threads_per_device = c.threads > 0   ? static_cast<int>(c.threads)
+                                 : devices > 1 ? std::max(1, cores / devices)
+                                               : omp_get_max_threads();
+  const int compute_threads = devices * threads_per_device;
+  const bool overlap = overlaps_backward(!layout.devices.front().is_cpu(), compute_threads, cores);
+  const auto cross = prepare_reduction(job, *model, layout.devices.size(), overlap, options);
   std::unique_ptr<StepRunner> runner =
       make_step_runner(model, layout, criterion, [kind, input]() { return make_model(kind, input); },
                        options);
@@ -753,7 +761,14 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                              std::to_string(total_steps) + " (" + std::to_string(c.epochs) +
                              " epochs of " + std::to_string(steps_per_epoch) + "), " +
                              optimizer_name(c.optimizer) + " lr " + fixed(optimizer->lr(), 6) +
-                             ", out " + run.path);
+                             ", out " + run.path +
+                             (!cross ? ""
+                              : overlap
+                                  ? "; gradients cross the processes while the backward runs"
+                                  : "; gradients cross the processes after the backward (" +
+                                        std::to_string(compute_threads) +
+                                        " compute threads, none of this process's " +
+                                        std::to_string(cores) + " CPUs left to overlap)"));
 
   StopSignals signals;
   TrainOutcome outcome;
