@@ -22,7 +22,9 @@
 //   O = torch.optim
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -33,9 +35,12 @@ namespace tandem {
 namespace {
 
 using optim::Adam;
+using optim::AdamOptions;
 using optim::AdamW;
+using optim::AdamWOptions;
 using optim::Optimizer;
 using optim::SGD;
+using optim::SGDOptions;
 
 constexpr std::array<double, 12> kX{0.1, -0.2, 0.3, 0.5, 0.4, -0.6, -0.7, 0.8, 0.9, 1.0, -1.1, 0.2};
 constexpr std::array<double, 8> kY{0.3, -0.1, 0.2, 0.4, -0.5, 0.6, 0.7, -0.8};
@@ -340,6 +345,106 @@ TEST(Optimizer, LargeParameterUsesTheSameRule) {
   }
   const std::vector<float> buf = opt.state(p)->buffers.at(0).second.to_vector<float>();
   EXPECT_EQ(buf[12345], gv[12345] + 0.25f * p0[12345]);  // the first buffer is the gradient
+}
+
+// The update loops are compiled once per combination of options, so that they vectorize. Every
+// combination, on 1,003 float32 elements (the vector body and the scalar tail) over 3 steps,
+// equals the per-element rule below (the same operations in torch's order) bit for bit.
+struct ScalarSgd {
+  SGDOptions o;
+  std::vector<float> buf;
+  void step(std::vector<float>& p, const std::vector<float>& g, int t) {
+    buf.resize(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      float d = o.maximize ? -g[i] : g[i];
+      if (o.weight_decay != 0.0) d = d + static_cast<float>(o.weight_decay) * p[i];
+      if (o.momentum != 0.0) {
+        const float mom = static_cast<float>(o.momentum);
+        const float b = t == 0 ? d : buf[i] * mom + static_cast<float>(1.0 - o.dampening) * d;
+        buf[i] = b;
+        d = o.nesterov ? d + mom * b : b;
+      }
+      p[i] = p[i] + static_cast<float>(-o.lr) * d;
+    }
+  }
+};
+
+struct ScalarAdam {
+  AdamOptions o;
+  bool decoupled;
+  std::vector<float> m, v, vmax;
+  void step(std::vector<float>& p, const std::vector<float>& g, int t) {
+    m.resize(p.size());
+    v.resize(p.size());
+    vmax.resize(p.size());
+    const double steps = t + 1;
+    const auto b1 = static_cast<float>(o.betas[0]), b2 = static_cast<float>(o.betas[1]);
+    const auto step_size = static_cast<float>(-(o.lr / (1.0 - std::pow(o.betas[0], steps))));
+    const auto bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.betas[1], steps)));
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      float d = o.maximize ? -g[i] : g[i];
+      float w = p[i];
+      if (decoupled) w = w * static_cast<float>(1.0 - o.lr * o.weight_decay);
+      if (!decoupled && o.weight_decay != 0.0) d = d + static_cast<float>(o.weight_decay) * w;
+      m[i] = m[i] * b1 + static_cast<float>(1.0 - o.betas[0]) * d;
+      v[i] = v[i] * b2 + static_cast<float>(1.0 - o.betas[1]) * d * d;
+      float second = v[i];
+      if (o.amsgrad) second = vmax[i] = std::max(vmax[i], v[i]);
+      p[i] = w + step_size * m[i] / (std::sqrt(second) / bc2_sqrt + static_cast<float>(o.eps));
+    }
+  }
+};
+
+template <typename Reference>
+void expect_bitwise_rule(const std::function<std::unique_ptr<Optimizer>(Tensor)>& make,
+                         Reference reference, const std::string& what) {
+  constexpr std::int64_t n = 1'003;
+  Generator gen(11);
+  Tensor p = randn({n}, {.requires_grad = true}, &gen);
+  std::vector<float> expected = p.to_vector<float>();
+  const std::unique_ptr<Optimizer> opt = make(p);
+  for (int t = 0; t < 3; ++t) {
+    Tensor g = randn({n}, {}, &gen);
+    p.set_grad(g);
+    opt->step();
+    reference.step(expected, g.to_vector<float>(), t);
+  }
+  const std::vector<float> got = p.to_vector<float>();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], expected[i]) << what << ", element " << i;
+  }
+}
+
+TEST(Optimizer, EveryCombinationOfOptionsFollowsTheRuleBitForBit) {
+  const std::vector<std::pair<std::string, SGDOptions>> sgd{
+      {"plain", {.lr = 0.1}},
+      {"momentum", {.lr = 0.1, .momentum = 0.9}},
+      {"dampening", {.lr = 0.1, .momentum = 0.9, .dampening = 0.3}},
+      {"nesterov", {.lr = 0.1, .momentum = 0.9, .nesterov = true}},
+      {"decay", {.lr = 0.1, .weight_decay = 0.2}},
+      {"decay, momentum, maximize",
+       {.lr = 0.1, .momentum = 0.8, .weight_decay = 0.2, .maximize = true}},
+      {"decay, nesterov", {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.2, .nesterov = true}}};
+  for (const auto& [name, o] : sgd) {
+    expect_bitwise_rule([o](Tensor p) { return std::make_unique<SGD>(std::vector<Tensor>{p}, o); },
+                        ScalarSgd{o, {}}, "SGD " + name);
+  }
+  const std::vector<std::pair<std::string, AdamOptions>> adam{
+      {"defaults", {.lr = 0.01}},
+      {"decay", {.lr = 0.01, .weight_decay = 0.1}},
+      {"amsgrad, maximize", {.lr = 0.01, .amsgrad = true, .maximize = true}},
+      {"decay, amsgrad", {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true}}};
+  for (const auto& [name, o] : adam) {
+    expect_bitwise_rule([o](Tensor p) { return std::make_unique<Adam>(std::vector<Tensor>{p}, o); },
+                        ScalarAdam{o, false, {}, {}, {}}, "Adam " + name);
+    const AdamWOptions w{.lr = o.lr,
+                         .weight_decay = o.weight_decay == 0.0 ? 0.05 : o.weight_decay,
+                         .amsgrad = o.amsgrad,
+                         .maximize = o.maximize};
+    expect_bitwise_rule(
+        [w](Tensor p) { return std::make_unique<AdamW>(std::vector<Tensor>{p}, w); },
+        ScalarAdam{w.as_adam(), true, {}, {}, {}}, "AdamW " + name);
+  }
 }
 
 TEST(Optimizer, StateDictHoldsHyperParametersAndStateCopies) {

@@ -7,12 +7,12 @@
 // Optimizer placement on CPU (measured with bench/data_parallel_bench.cpp, seed CNN, 256k
 // parameters, 2 cores): replicas alias the model's parameter storage (ParameterSync::Shared) and
 // the optimizer updates it once, its element loops shared by the replica threads in equal slices
-// (step()): one SGD-momentum update takes 0.17 ms on one thread, and a serial update left the
-// other replica idle for that long every step (cpu:2 at batch 64, before the layout twins of
-// ops/cpu: 77-85% scaling over several sessions with the serial update, 84-89% with the shared
-// one). Update-then-broadcast
-// (ParameterSync::Broadcast, kept: CUDA replicas will need it) and every-replica updates (N
-// optimizer states) only add copies; Shared moves no bytes and keeps replicas identical by
+// (step()): one SGD-momentum update took 0.17 ms on one thread (0.09 ms since its loop is
+// vectorized), and a serial update left the other replica idle for that long every step (cpu:2
+// at batch 64, before the layout twins of ops/cpu: 77-85% scaling over several sessions with the
+// serial update, 84-89% with the shared one). Update-then-broadcast (ParameterSync::Broadcast,
+// kept: CUDA replicas will need it) and every-replica updates (N optimizer states) only add
+// copies; Shared moves no bytes and keeps replicas identical by
 // construction. The update runs with the replicas' OpenMP thread counts, not the caller's: the
 // caller's OpenMP team (all cores by default) left spinning threads that cost 2.3-2.6 ms per step
 // on cpu:2. Unpinned, replica 0 is the calling thread itself (with its replica's thread count for
