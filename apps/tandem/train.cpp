@@ -41,7 +41,8 @@ constexpr FlagHelp kFlags[] = {
                 "core and one replica per core trains this model faster, measured), cpu, cpu:N "
                 "(N replicas), cuda, cuda:0,cuda:1"},
     {"split", "How a global batch is shared among devices: even (default), auto (by measured "
-              "speed, re-checked during training) or proportions such as 3:2:2:3"},
+              "speed, re-checked during training) or proportions such as 3:2:2:3; under a "
+              "launcher with one device per process, among the processes"},
     {"sync_batchnorm", "true: batch-norm statistics over the global batch, not each replica's "
                        "slice (default false)"},
     {"accumulate", "Cut each global batch into K micro-batches, one forward/backward each, "

@@ -118,6 +118,11 @@ void ProcessReducer::arm() {
   armed_ = true;
 }
 
+void ProcessReducer::weigh(double weight) {
+  std::lock_guard lock(mutex_);
+  weight_ = weight;
+}
+
 void ProcessReducer::params_ready(const std::vector<Tensor>& params) {
   for (const Tensor& p : params) {
     if (const auto it = index_of_.find(p.impl()); it != index_of_.end()) param_ready(it->second);
@@ -172,11 +177,12 @@ void ProcessReducer::loop() {
     if (stopping_) return;
     const std::size_t b = next_;
     if (!error_) {
+      const double weight = weight_;
       lock.unlock();
       std::exception_ptr failed;
       const auto start = Clock::now();
       try {
-        reduce(b);
+        reduce(b, weight);
       } catch (...) {
         failed = std::current_exception();
       }
@@ -191,19 +197,19 @@ void ProcessReducer::loop() {
   }
 }
 
-void ProcessReducer::reduce(std::size_t bucket) {
+void ProcessReducer::reduce(std::size_t bucket, double weight) {
   const Tensor& flat = flat_[bucket];
   std::int64_t offset = 0;
   for (std::size_t i : buckets_[bucket]) {
     const Tensor& p = params_[i];
     if (!p.grad().defined()) p.set_grad(zeros(p.shape(), {.dtype = p.dtype()}));
     TANDEM_CHECK(p.grad().is_contiguous(), "ProcessReducer: a non-contiguous gradient");
-    transfer(p.grad(), flat, offset, /*to_flat=*/true, 1.0);
+    transfer(p.grad(), flat, offset, /*to_flat=*/true, weight >= 0 ? weight : 1.0);
     offset += p.numel();
   }
   if (!all_reduces_[bucket]) all_reduces_[bucket] = group_.repeated_all_reduce(flat);
   all_reduces_[bucket]->run();
-  const double mean = 1.0 / static_cast<double>(group_.size());
+  const double mean = weight >= 0 ? 1.0 : 1.0 / static_cast<double>(group_.size());
   offset = 0;
   for (std::size_t i : buckets_[bucket]) {
     transfer(params_[i].grad(), flat, offset, /*to_flat=*/false, mean);

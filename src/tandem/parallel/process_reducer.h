@@ -2,9 +2,11 @@
 // while backward runs, as DistributedDataParallel does. A complete bucket goes to this process's
 // communication thread, which all-reduces the buckets one by one in index order (the same order
 // on every rank; Gloo's halving-doubling sums in a fixed order too) in their parameters' dtype,
-// and writes the means back. Not a replica reducer: within a process, HostReducer (reducer.h) sums the
-// replicas first. A few extra numbers per step (the ranks' losses and counts) can ride in the last
-// bucket's all-reduce, summed instead of averaged, so they cost no collective of their own.
+// and writes the means back (or, when the ranks' shares of the batch differ, the sums of the
+// gradients each weighted by its rank's share). Not a replica reducer: within a process,
+// HostReducer (reducer.h) sums the replicas first. A few extra numbers per step (the ranks' losses
+// and counts) can ride in the last bucket's all-reduce, summed instead of averaged, so they cost no
+// collective of their own.
 #pragma once
 
 #include <condition_variable>
@@ -24,7 +26,7 @@
 namespace tandem::dist {
 class ProcessGroup;
 class RepeatedAllReduce;
-}
+}  // namespace tandem::dist
 
 namespace tandem::parallel {
 
@@ -51,6 +53,10 @@ class ProcessReducer {
   void attach_hooks();
   // The coming backward produces this step's final gradients.
   void arm();
+  // For the coming step: this rank's gradients enter the sum times `weight` (its share of the
+  // global batch, when the ranks' shares differ; 0 for a rank without samples), and the sum is
+  // the result. Without it the ranks' gradients are averaged. Call before arm().
+  void weigh(double weight);
   // Parameter `param`'s gradient is final for this step (from the hooks, or from a replica
   // reducer once it has summed the replicas); ignored unless armed. Any thread.
   void param_ready(std::size_t param);
@@ -69,7 +75,7 @@ class ProcessReducer {
  private:
   struct Shared;
   void loop();
-  void reduce(std::size_t bucket);
+  void reduce(std::size_t bucket, double weight);
 
   dist::ProcessGroup& group_;
   std::vector<Tensor> params_;
@@ -86,6 +92,7 @@ class ProcessReducer {
   std::mutex mutex_;
   std::condition_variable changed_;
   bool armed_ = false, stopping_ = false;
+  double weight_ = -1;                // this step's weight; negative: the mean over the ranks
   std::vector<std::size_t> pending_;  // [bucket] gradients still to come
   std::vector<bool> handed_;          // [bucket] handed to the thread this step
   std::size_t next_ = 0;              // the thread's next bucket

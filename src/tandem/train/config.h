@@ -39,7 +39,7 @@ struct TrainConfig {
   ScheduleKind schedule = ScheduleKind::None;
   double label_smoothing = 0.0;
   std::string devices = "auto";
-  SplitSetting split;           // even, auto or proportions such as 3:2:2:3 (several devices)
+  SplitSetting split;           // even, auto or 3:2:2:3 (devices, or one-device processes)
   bool sync_batchnorm = false;  // batch-norm statistics over the global batch (several devices)
   std::int64_t accumulate = 1;  // micro-batches per global batch, one backward each
   std::int64_t threads = 0;     // threads per device (replica); 0: the cores shared out

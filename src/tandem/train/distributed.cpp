@@ -17,6 +17,7 @@
 #include "tandem/dist/env.h"
 #include "tandem/dist/init.h"
 #include "tandem/parallel/process_reducer.h"
+#include "tandem/parallel/split.h"
 #include "tandem/tensor/factories.h"
 
 namespace tandem::train {
@@ -42,12 +43,19 @@ class DistributedRunner final : public StepRunner {
  public:
   DistributedRunner(std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
                     std::shared_ptr<parallel::ProcessReducer> reducer,
-                    std::function<int()> stop_requested)
+                    std::function<int()> stop_requested, const SplitSetting& rank_split)
       : local_(std::move(local)),
         group_(job.group),
         named_(trainable(model)),
         reducer_(std::move(reducer)),
-        stop_requested_(std::move(stop_requested)) {}
+        stop_requested_(std::move(stop_requested)),
+        rank_split_(rank_split) {
+    const auto n = static_cast<std::size_t>(group_->size());
+    if (rank_split.kind == SplitKind::Weighted) proportions_ = rank_split.proportions;
+    if (rank_split.kind == SplitKind::Auto) {
+      balancer_ = std::make_unique<parallel::AutoBalancer>(n, parallel::AutoSplitOptions{});
+    }
+  }
 
   StepResult forward_backward(const data::Batch& batch) override {
     if (first_) {
@@ -57,8 +65,37 @@ class DistributedRunner final : public StepRunner {
       dist::check_same_model(*group_, params, reducer_->layout());
       for (const auto& [name, p] : named_) group_->broadcast(p, 0);  // rank 0's weights
     }
+    if (rank_split_.kind == SplitKind::Even) {
+      reducer_->arm();
+      return reduce(local_->forward_backward(batch));
+    }
+    // A global batch: this rank's rows, its gradients weighted by their share.
+    const auto rank = static_cast<std::size_t>(group_->rank());
+    const data::BatchShares shares = parallel::split_at_least_one(
+        batch.data.size(0), balancer_ ? balancer_->proportions() : proportions_);
+    reducer_->weigh(shares.weight(rank));
     reducer_->arm();
-    StepResult r = local_->forward_backward(batch);
+    StepResult local;  // a rank without rows (a batch smaller than the ranks) adds zeros
+    if (shares.counts[rank] > 0) local = local_->forward_backward(data::split(batch, shares)[rank]);
+    StepResult out = reduce(local);
+    if (balancer_) {
+      // The rows carry each rank's previous step's time: pair it with that step's counts, which
+      // every rank knows alike, so every rank moves the split the same way at the same step.
+      if (!previous_counts_.empty()) {
+        std::vector<double> seconds;
+        for (const DeviceFigures& d : out.devices) seconds.push_back(d.forward_s + d.backward_s);
+        balancer_->record(previous_counts_, seconds, /*may_change=*/true);
+      }
+      previous_counts_ = shares.counts;
+    }
+    return out;
+  }
+
+  void optimizer_step(optim::Optimizer& optimizer) override { local_->optimizer_step(optimizer); }
+
+ private:
+  // The cross-process reduction of the step `r` is this rank's part of, and the gathered figures.
+  StepResult reduce(const StepResult& r) {
     std::vector<double> rows(static_cast<std::size_t>(group_->size() * kFigures), 0.0);
     std::vector<double> all(rows.size());
     write_row(r, rows.data() + group_->rank() * kFigures);
@@ -74,9 +111,6 @@ class DistributedRunner final : public StepRunner {
     return read_rows(all);
   }
 
-  void optimizer_step(optim::Optimizer& optimizer) override { local_->optimizer_step(optimizer); }
-
- private:
   // This rank's row: the step's loss sum, samples and correct count, the previous step's timings.
   void write_row(const StepResult& local, double* row) const {
     const double values[kFigures] = {local.loss * static_cast<double>(local.samples),
@@ -123,7 +157,11 @@ class DistributedRunner final : public StepRunner {
   std::shared_ptr<parallel::ProcessReducer> reducer_;
   bool first_ = true;
   std::function<int()> stop_requested_;
-  DeviceFigures previous_;  // this process's figures of the previous step
+  DeviceFigures previous_;           // this process's figures of the previous step
+  SplitSetting rank_split_;          // even: each rank's loader gives its own shard
+  std::vector<double> proportions_;  // Weighted: the ranks' proportions
+  std::unique_ptr<parallel::AutoBalancer> balancer_;  // Auto
+  std::vector<std::int64_t> previous_counts_;         // Auto: the ranks' rows last step
 };
 
 }  // namespace
@@ -175,11 +213,22 @@ bool overlaps_backward(bool on_gpu, int compute_threads, int cpus) {
   return on_gpu || compute_threads < cpus;
 }
 
+bool splits_ranks(const Job& job, const SplitSetting& split, std::size_t devices) {
+  if (!job.distributed() || split.kind == SplitKind::Even || devices > 1) return false;
+  TANDEM_CHECK(split.kind != SplitKind::Weighted ||
+                   split.proportions.size() == static_cast<std::size_t>(job.size()),
+               "--split: ", split_name(split), " gives ", split.proportions.size(),
+               " proportions for ", job.size(), " processes (one device each: the proportions "
+               "share the global batch among the processes)");
+  return true;
+}
+
 std::unique_ptr<StepRunner> make_distributed_runner(
     std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
-    std::shared_ptr<parallel::ProcessReducer> reducer, std::function<int()> stop_requested) {
+    std::shared_ptr<parallel::ProcessReducer> reducer, std::function<int()> stop_requested,
+    const SplitSetting& rank_split) {
   return std::make_unique<DistributedRunner>(std::move(local), job, model, std::move(reducer),
-                                             std::move(stop_requested));
+                                             std::move(stop_requested), rank_split);
 }
 
 std::string agree_on(const Job& job, const std::string& text) {

@@ -53,12 +53,21 @@ std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, cons
 // 256 KiB buckets in each of 6 alternated runs (batch 64 and 256).
 bool overlaps_backward(bool on_gpu, int compute_threads, int cpus);
 
+// Whether --split shares the global batch among the ranks: under a launcher, with one device per
+// process, `auto` (by the ranks' measured speed, re-checked during training, as DataParallel does
+// for devices) or proportions, one per rank (3:2). Every rank then loads the whole global batch
+// (the same batches as one process) and trains on its rows, its gradients weighted by its share;
+// `even` keeps the sharded loading (each rank reads only its part). Errors name the mismatch.
+bool splits_ranks(const Job& job, const SplitSetting& split, std::size_t devices);
+
 // Wraps the runner of this process's devices: the fingerprint check and rank 0's weights before
 // the first step, the cross-process reduction after each backward, the gathered figures and the
-// agreed stop signal (StepResult::stop_signal; `stop_requested` gives this rank's).
+// agreed stop signal (StepResult::stop_signal; `stop_requested` gives this rank's). With a split
+// among the ranks (splits_ranks), it takes global batches and trains on this rank's rows.
 std::unique_ptr<StepRunner> make_distributed_runner(
     std::unique_ptr<StepRunner> local, const Job& job, const nn::Module& model,
-    std::shared_ptr<parallel::ProcessReducer> reducer, std::function<int()> stop_requested);
+    std::shared_ptr<parallel::ProcessReducer> reducer, std::function<int()> stop_requested,
+    const SplitSetting& rank_split = {});
 
 // Rank 0's text on every rank (the run directory a fresh run picks, for example).
 std::string agree_on(const Job& job, const std::string& text);

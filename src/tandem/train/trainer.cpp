@@ -635,14 +635,17 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   TANDEM_CHECK(test_set->get(0).data.shape() == sample_shape, "--data ", c.data,
                ": test samples have shape ", to_string(test_set->get(0).data.shape()),
                " but training samples ", to_string(sample_shape));
-  data::DataLoader loader(train_set, {.batch_size = local_batch_size(job, c.batch_size),
-                                      .shuffle = !job.distributed(),
+  // Several processes load their shards, unless --split shares each global batch among them.
+  const bool rank_split = splits_ranks(job, c.split, layout.devices.size());
+  const bool sharded = job.distributed() && !rank_split;
+  data::DataLoader loader(train_set, {.batch_size = sharded ? local_batch_size(job, c.batch_size)
+                                                            : c.batch_size,
+                                      .shuffle = !sharded,
                                       .num_workers = static_cast<int>(c.workers),
                                       .seed = c.seed,
                                       .transforms = data::default_transforms(c.data, c.normalize),
-                                      .sampler = job.distributed()
-                                                     ? shard_sampler(job, train_set->size())
-                                                     : nullptr});
+                                      .sampler = sharded ? shard_sampler(job, train_set->size())
+                                                         : nullptr});
   data::DataLoader test_loader(test_set, {.batch_size = std::max(c.batch_size, kEvalBatch),
                                           .num_workers = static_cast<int>(c.workers),
                                           .transforms = data::default_transforms(c.data, c.normalize)});
@@ -657,6 +660,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   // optimizer, schedule, runner
   nn::CrossEntropyLoss criterion({.label_smoothing = c.label_smoothing});
   RunnerOptions options = runner_options(c);
+  if (rank_split) options.split = {};  // the split is the ranks', each of one device
   // A multi-process run averages the gradients across the processes, bucket by bucket.
   const int devices = static_cast<int>(layout.devices.size());
   const int threads_per_device = c.threads > 0   ? static_cast<int>(c.threads)
@@ -669,8 +673,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
       make_step_runner(model, layout, criterion, [kind, input]() { return make_model(kind, input); },
                        options);
   if (cross) {
-    runner = make_distributed_runner(std::move(runner), job, *model, cross,
-                                     [] { return static_cast<int>(g_stop_signal); });
+    runner = make_distributed_runner(
+        std::move(runner), job, *model, cross, [] { return static_cast<int>(g_stop_signal); },
+        rank_split ? c.split : SplitSetting{});
   }
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(c, model->parameters());
   std::unique_ptr<optim::LRScheduler> schedule =
@@ -768,7 +773,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                                   : "; gradients cross the processes after the backward (" +
                                         std::to_string(compute_threads) +
                                         " compute threads, none of this process's " +
-                                        std::to_string(cores) + " CPUs left to overlap)"));
+                                        std::to_string(cores) + " CPUs left to overlap)") +
+                             (rank_split ? "; each global batch shared among the processes: " +
+                                               split_name(c.split)
+                                         : ""));
 
   StopSignals signals;
   TrainOutcome outcome;

@@ -1,6 +1,7 @@
 // Multi-process `tandem train`: 2 and 3 processes train the weights one process trains on the
 // same global batches (tolerance 1e-5 absolute on every weight: float32 sums taken in another
-// order; observed about 3e-8), a rank killed mid-epoch is named by the other within the timeout
+// order; observed about 3e-8), also with each global batch shared among the ranks by proportions
+// or by measured speed (--split), a rank killed mid-epoch is named by the other within the timeout
 // + 5 s, a launcher restart from the checkpoint finishes like an uninterrupted run, and two
 // "machines" (network namespaces) train as one.
 #include <algorithm>
@@ -76,6 +77,36 @@ TEST(DistributedTraining, TwoAndThreeProcessesTrainTheSameWeightsAsOne) {
   }
 }
 
+// --split shares each global batch among the processes (one device each) by proportions or by
+// measured speed; the gradients weighted by the shares, the weights are those of one process.
+TEST(DistributedTraining, BatchesSharedByProportionsOrSpeedTrainTheSameWeightsAsOne) {
+  TempDir dir;
+  const Launched one = run_command(kTrain + " --devices cpu --out " + (dir / "one").string(), dir);
+  ASSERT_EQ(one.status, 0) << one.err;
+  for (const auto& [procs, split] : {std::pair{2, "1:3"}, std::pair{3, "auto"}}) {
+    const std::string what = std::to_string(procs) + " x cpu, --split " + split;
+    const auto run = dir / ("procs" + std::to_string(procs));
+    const Launched l = run_command(
+        launcher(procs) + kTrain + " --devices cpu --split " + split + " --out " + run.string(),
+        dir);
+    ASSERT_EQ(l.status, 0) << what << ": " << l.err;
+    expect_contains(l.out, std::string("each global batch shared among the processes: ") + split);
+    EXPECT_LT(max_difference(dir / "one" / "model.safetensors", run / "model.safetensors"), 1e-5)
+        << what;
+    EXPECT_EQ(final_accuracy(run), final_accuracy(dir / "one")) << what;
+    if (procs == 2) {  // 480 samples an epoch, a quarter of each batch on rank 0
+      const std::string metrics = read_text(run / "metrics.jsonl");
+      expect_contains(metrics, "{\"device\":\"rank 0\",\"samples\":120,");
+      expect_contains(metrics, "{\"device\":\"rank 1\",\"samples\":360,");
+    }
+  }
+  // Proportions for another number of processes are an error naming both.
+  const Launched bad = run_command(
+      launcher(2) + kTrain + " --devices cpu --split 1:2:3 --out " + (dir / "bad").string(), dir);
+  EXPECT_NE(bad.status, 0);
+  expect_contains(bad.err, "--split: 1:2:3 gives 3 proportions for 2 processes");
+}
+
 TEST(DistributedTraining, UnevenShardsEndEveryEpochTogether) {
   // 100 samples over 3 ranks: the sampler pads each shard to 34, so every rank runs 5 batches of
   // 8, 8, 8, 8, 2 per epoch and none waits at an epoch's end for a batch the others do not have.
@@ -94,12 +125,13 @@ TEST(DistributedTraining, SyncBatchNormAcrossProcessesIsAClearError) {
   // Only the replicas of one process share batch-norm statistics: asking for more is refused
   // rather than silently normalising per process.
   TempDir dir;
-  const Launched l = run_command(launcher(2) + kTrain + " --devices cpu --sync-batchnorm true --out " +
-                                     (dir / "run").string(),
-                                 dir);
+  const Launched l = run_command(
+      launcher(2) + kTrain + " --devices cpu --sync-batchnorm true --out " + (dir / "run").string(),
+      dir);
   EXPECT_NE(l.status, 0);
-  expect_contains(l.out + l.err, "--sync-batchnorm: batch-norm statistics are synchronised over "
-                                 "the replicas of one process only, and this run has 2 processes");
+  expect_contains(l.out + l.err,
+                  "--sync-batchnorm: batch-norm statistics are synchronised over "
+                  "the replicas of one process only, and this run has 2 processes");
 }
 
 TEST(DistributedTraining, AKilledRankIsNamedByTheOtherWithinTheTimeout) {
