@@ -50,10 +50,9 @@ class DistributedRunner final : public StepRunner {
         reducer_(std::move(reducer)),
         stop_requested_(std::move(stop_requested)),
         rank_split_(rank_split) {
-    const auto n = static_cast<std::size_t>(group_->size());
-    if (rank_split.kind == SplitKind::Weighted) proportions_ = rank_split.proportions;
     if (rank_split.kind == SplitKind::Auto) {
-      balancer_ = std::make_unique<parallel::AutoBalancer>(n, parallel::AutoSplitOptions{});
+      balancer_ = std::make_unique<parallel::AutoBalancer>(static_cast<std::size_t>(group_->size()),
+                                                           parallel::AutoSplitOptions{});
     }
   }
 
@@ -72,7 +71,7 @@ class DistributedRunner final : public StepRunner {
     // A global batch: this rank's rows, its gradients weighted by their share.
     const auto rank = static_cast<std::size_t>(group_->rank());
     const data::BatchShares shares = parallel::split_at_least_one(
-        batch.data.size(0), balancer_ ? balancer_->proportions() : proportions_);
+        batch.data.size(0), balancer_ ? balancer_->proportions() : rank_split_.proportions);
     reducer_->weigh(shares.weight(rank));
     reducer_->arm();
     StepResult local;  // a rank without rows (a batch smaller than the ranks) adds zeros
@@ -157,9 +156,8 @@ class DistributedRunner final : public StepRunner {
   std::shared_ptr<parallel::ProcessReducer> reducer_;
   bool first_ = true;
   std::function<int()> stop_requested_;
-  DeviceFigures previous_;           // this process's figures of the previous step
-  SplitSetting rank_split_;          // even: each rank's loader gives its own shard
-  std::vector<double> proportions_;  // Weighted: the ranks' proportions
+  DeviceFigures previous_;   // this process's figures of the previous step
+  SplitSetting rank_split_;  // even: each rank's loader gives its own shard
   std::unique_ptr<parallel::AutoBalancer> balancer_;  // Auto
   std::vector<std::int64_t> previous_counts_;         // Auto: the ranks' rows last step
 };
