@@ -148,7 +148,7 @@ class GlooProcessGroup final : public ProcessGroup {
     if (buffer.numel() == 0) return [](std::uint32_t) {};
     const int n = static_cast<int>(buffer.numel());
     TANDEM_CHECK(n == buffer.numel(), "gloo: a repeated all_reduce of ", buffer.numel(),
-                 " elements is more than Gloo's ring takes (2^31 - 1)");
+                 " elements is more than Gloo's all-reduce takes (2^31 - 1)");
     std::shared_ptr<gloo::Algorithm> algorithm;
     {
       // The second mesh is made by the first repeated all-reduce, in the same order on every rank.
