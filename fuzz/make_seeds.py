@@ -40,6 +40,8 @@ for name in ("model.safetensors", "state.safetensors", "state.json"):
 corpus("checkpoint", "manifest.json", files["manifest.json"])
 corpus("checkpoint", "manifest_compact.json",
        files["manifest.json"].replace(b"\n", b"").replace(b"  ", b""))
+# Found by the fuzzer: a format that is a number, not a string, once escaped as a JSON type error.
+corpus("checkpoint", "format_is_a_number.json", b'{"format": 6666666666000507367200}')
 
 # config: first byte even = JSON, odd = TOML; then a config file.
 corpus("config", "all_keys.json", b"\x00" + b'{"model": "mlp", "data": "synthetic:4:3:8", '

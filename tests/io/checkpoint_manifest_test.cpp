@@ -1,6 +1,7 @@
 // Tests of read_checkpoint against hostile manifests: names that point outside the checkpoint
 // (/dev/zero, ../), names listed twice, sizes that disagree with the file, CRC-32 values wider
-// than 32 bits. Each must be an Error naming manifest.json and the field, before any read.
+// than 32 bits, a format or version of the wrong type. Each must be an Error naming manifest.json
+// and the field, before any read.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -80,6 +81,27 @@ TEST_F(CheckpointManifest, ACrcWiderThan32BitsDoesNotMatch) {
   const std::uint64_t crc = manifest_["files"][0]["crc32"].get<std::uint64_t>();
   expect_contains(error_with("crc32", crc + (std::uint64_t{1} << 32)),
                   "model.safetensors fails its CRC-32 check");
+}
+
+TEST_F(CheckpointManifest, FormatAndVersionOfTheWrongTypeAreErrorsNotExceptionsOfTheParser) {
+  // Found by fuzz/checkpoint_fuzz.cpp: {"format": 6666666666000507367200} escaped as
+  // nlohmann's type_error and terminated the process.
+  const auto error_with_top = [&](const std::string& key, const Json& value) {
+    Json changed = manifest_;
+    changed[key] = value;
+    std::ofstream(fs::path(checkpoint_) / "manifest.json", std::ios::trunc) << changed.dump(2);
+    return error_of([&] { io::read_checkpoint(checkpoint_); });
+  };
+  expect_contains(error_with_top("format", 6.666e21), "is not a tandem checkpoint manifest");
+  expect_contains(error_with_top("format", Json::array()), "is not a tandem checkpoint manifest");
+  expect_contains(error_with_top("version", "1"),
+                  "manifest.json field \"version\": \"1\" is not supported (expected 1)");
+  expect_contains(error_with_top("version", 2), "field \"version\": 2 is not supported");
+  Json without = manifest_;
+  without.erase("version");
+  std::ofstream(fs::path(checkpoint_) / "manifest.json", std::ios::trunc) << without.dump(2);
+  expect_contains(error_of([&] { io::read_checkpoint(checkpoint_); }),
+                  "field \"version\": (missing) is not supported");
 }
 
 TEST_F(CheckpointManifest, TheUnchangedManifestReads) {

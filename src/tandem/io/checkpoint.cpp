@@ -139,10 +139,17 @@ CheckpointContents read_checkpoint(const std::string& path) {
   } catch (const Json::exception& e) {
     TANDEM_FAIL(where, ": ", kManifest, " is damaged (", e.what(), ")");
   }
-  TANDEM_CHECK(manifest.is_object() && manifest.value("format", "") == kFormat, where, ": ",
-               kManifest, " is not a tandem checkpoint manifest");
-  TANDEM_CHECK(manifest.value("version", 0) == kVersion, where, ": checkpoint version ",
-               manifest.value("version", 0), " is not supported (expected ", kVersion, ")");
+  // Types before values: Json::value() throws its own exception on a field of the wrong type.
+  TANDEM_CHECK(manifest.is_object() && manifest.contains("format") &&
+                   manifest["format"].is_string() && manifest["format"] == kFormat,
+               where, ": ", kManifest, " is not a tandem checkpoint manifest");
+  TANDEM_CHECK(manifest.contains("version") && manifest["version"].is_number_integer() &&
+                   manifest["version"] == kVersion,
+               where, ": ", kManifest, " field \"version\": ",
+               manifest.contains("version") ? manifest["version"].dump(-1, ' ', true,
+                                                                        Json::error_handler_t::replace)
+                                            : std::string("(missing)"),
+               " is not supported (expected ", kVersion, ")");
   TANDEM_CHECK(manifest.contains("files") && manifest["files"].is_array(), where, ": ", kManifest,
                " lists no files");
 
