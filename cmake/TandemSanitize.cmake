@@ -13,7 +13,7 @@ if(TANDEM_SANITIZE)
   endif()
   set(tandem_sanitize_flags -fsanitize=${TANDEM_SANITIZE} -fno-sanitize-recover=all
                             -fno-omit-frame-pointer)
-  add_compile_options(${tandem_sanitize_flags})
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${tandem_sanitize_flags}>")
   add_link_options(${tandem_sanitize_flags})
   message(STATUS "tandem: sanitizers ${TANDEM_SANITIZE}")
 endif()

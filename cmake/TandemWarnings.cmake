@@ -1,12 +1,16 @@
 # Warning flags shared by every tandem target; TANDEM_WERROR turns them into errors (CI does).
 function(tandem_set_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
-                         -Wno-missing-field-initializers)
+  # C++ only: nvcc takes its own flags (the host compiler's warnings pass through -Xcompiler).
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+                              -Wno-missing-field-initializers>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
   if(TANDEM_WERROR)
-    target_compile_options(${target} PRIVATE -Werror)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+                                             $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   endif()
   if(TANDEM_NATIVE)
-    target_compile_options(${target} PRIVATE -march=native)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
   endif()
 endfunction()
 
