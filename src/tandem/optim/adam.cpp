@@ -3,6 +3,8 @@
 // operations; the bias corrections are computed in double once per parameter, as torch does.
 #include "tandem/optim/adam.h"
 
+#include "tandem/ops/cuda/cuda_ops.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -159,6 +161,19 @@ Optimizer::ElementRange Adam::prepare(std::size_t group, const Tensor& param, co
                .step_size = o.lr / (1.0 - std::pow(o.betas[0], t)),
                .bc2_sqrt = std::sqrt(1.0 - std::pow(o.betas[1], t))};
   const bool decoupled = decoupled_;
+  if (param.device().is_cuda()) {
+    const ops::cuda::AdamStep step{.lr = o.lr, .beta1 = o.betas[0], .beta2 = o.betas[1],
+                                   .eps = o.eps, .weight_decay = o.weight_decay,
+                                   .decoupled = decoupled, .amsgrad = o.amsgrad,
+                                   .maximize = o.maximize, .step = state.step};
+    const Tensor m_t = buffer(state, "exp_avg", param), v_t = buffer(state, "exp_avg_sq", param);
+    const Tensor vmax_t = o.amsgrad ? buffer(state, "max_exp_avg_sq", param) : Tensor();
+    return [=](std::int64_t b, std::int64_t e) {
+      ops::cuda::adam_step(flat_range(param, b, e), flat_range(grad, b, e), flat_range(m_t, b, e),
+                           flat_range(v_t, b, e),
+                           vmax_t.defined() ? flat_range(vmax_t, b, e) : Tensor(), step);
+    };
+  }
   void* p = param.raw_data();
   const void* g = grad.raw_data();
   if (param.dtype() == DType::Float32) {

@@ -109,8 +109,6 @@ std::vector<Optimizer::RangeUpdate> Optimizer::prepare_step() {
     for (const Tensor& p : params_[g]) {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      TANDEM_CHECK(p.device().is_cpu(), type_name(), ": parameter of shape ", show(p.shape()),
-                   " is on ", p.device(), "; the fused update runs on CPU tensors only");
       TANDEM_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, type_name(),
                    ": parameter of shape ", show(p.shape()), " is ", p.dtype(),
                    "; expected float32 or float64");
@@ -119,7 +117,8 @@ std::vector<Optimizer::RangeUpdate> Optimizer::prepare_step() {
       TANDEM_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), type_name(),
                    ": gradient ", show(grad.shape()), " ", grad.dtype(), " does not match its ",
                    "parameter ", show(p.shape()), " ", p.dtype());
-      if (!grad.device().is_cpu()) grad = copy_to(grad, kCPU);
+      // The update runs where the parameter is (CPU loops, or the CUDA kernels for a GPU).
+      if (grad.device() != p.device()) grad = copy_to(grad, p.device());
       if (!grad.is_contiguous()) grad = contiguous_copy(grad);
       ElementRange range = prepare(g, p, grad, state_[p.impl()]);
       // The range function holds raw pointers: keep the (possibly copied) gradient alive with it.
@@ -130,6 +129,10 @@ std::vector<Optimizer::RangeUpdate> Optimizer::prepare_step() {
     }
   }
   return updates;
+}
+
+Tensor Optimizer::flat_range(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  return make_view(t, {end - begin}, {1}, t.offset() + begin);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

@@ -54,7 +54,8 @@ class Optimizer {
   virtual std::string type_name() const = 0;
 
   // One update of every parameter that has a gradient (parameters without one are skipped).
-  // Parameters must be contiguous float32 / float64 CPU tensors.
+  // Parameters must be contiguous float32 / float64 tensors, on the CPU or a GPU (a GPU's
+  // update is queued on its current stream by ops/cuda's optimizer kernels).
   void step();
 
   // The same update in pieces, for several threads sharing it (DataParallel's replicas):
@@ -70,6 +71,8 @@ class Optimizer {
     std::function<void(std::int64_t begin, std::int64_t end)> run;
   };
   std::vector<RangeUpdate> prepare_step();
+  // [begin, end) of a contiguous tensor's elements, as a 1-d view (a GPU range's operand).
+  static Tensor flat_range(const Tensor& t, std::int64_t begin, std::int64_t end);
   // Drops the gradients (set_to_none, the default) or zeroes them in place.
   void zero_grad(bool set_to_none = true);
 

@@ -2,6 +2,8 @@
 // temporaries), in the parameter's own precision with torch's order of operations.
 #include "tandem/optim/sgd.h"
 
+#include "tandem/ops/cuda/cuda_ops.h"
+
 namespace tandem::optim {
 namespace {
 
@@ -136,6 +138,16 @@ Optimizer::ElementRange SGD::prepare(std::size_t group, const Tensor& param, con
   Tensor* buffer = nullptr;
   bool first = false;
   if (o.momentum != 0.0) buffer = &Optimizer::buffer(state, "momentum_buffer", param, &first);
+  if (param.device().is_cuda()) {
+    const ops::cuda::SgdStep step{.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening,
+                                  .weight_decay = o.weight_decay, .nesterov = o.nesterov,
+                                  .maximize = o.maximize, .first = first};
+    const Tensor buf = buffer ? *buffer : Tensor();
+    return [=](std::int64_t b, std::int64_t e) {
+      ops::cuda::sgd_step(flat_range(param, b, e), flat_range(grad, b, e),
+                          buf.defined() ? flat_range(buf, b, e) : Tensor(), step);
+    };
+  }
   void* p = param.raw_data();
   const void* g = grad.raw_data();
   void* buf = buffer ? buffer->raw_data() : nullptr;

@@ -8,6 +8,7 @@
 
 #include "tandem/ops/cpu/common.h"
 #include "tandem/ops/cpu/dnnl_context.h"
+#include "tandem/ops/geometry.h"
 #include "tandem/ops/ops.h"
 
 namespace tandem::ops {
@@ -16,25 +17,9 @@ namespace {
 using dnnl::memory;
 using dnnl::normalization_flags;
 
-struct Geometry {
-  std::int64_t n = 0, c = 0, s = 1;
-  std::int64_t m() const { return n * s; }
-  Shape nchw() const { return {n, c, s, 1}; }  // how oneDNN sees x
-};
+using Geometry = ChannelGeometry;  // n samples x c channels x s values (geometry.h)
 
-Geometry check_input(const char* op, const Tensor& x) {
-  TANDEM_CHECK(x.dim() >= 2, op, ": expected input (N, C) or (N, C, H, W), got ", show(x.shape()));
-  Geometry g{x.size(0), x.size(1), 1};
-  for (std::int64_t i = 2; i < x.dim(); ++i) g.s *= x.size(i);
-  return g;
-}
-
-void check_per_channel(const char* op, const char* what, const Tensor& t, const Tensor& x,
-                       std::int64_t c) {
-  if (!t.defined()) return;
-  TANDEM_CHECK(t.dim() == 1 && t.size(0) == c, op, ": ", what, " of shape ", show(t.shape()),
-               " does not match input ", show(x.shape()), " with ", c, " channels");
-}
+Geometry check_input(const char* op, const Tensor& x) { return channel_geometry(op, x); }
 
 // A per-channel value (any stride), or `fallback` for an undefined tensor.
 template <typename T>
@@ -140,6 +125,10 @@ dnnl::batch_normalization_forward::primitive_desc forward_pd(dnnl::prop_kind pro
 Tensor batch_norm_train(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                         const Tensor& running_mean, const Tensor& running_var, double momentum,
                         double eps, Tensor* save_mean, Tensor* save_invstd) {
+  if (cpu::on_gpu({&x_in, &weight, &bias, &running_mean, &running_var})) {
+    return cuda::batch_norm_train(x_in, weight, bias, running_mean, running_var, momentum, eps,
+                                  save_mean, save_invstd);
+  }
   const char* op = "batch_norm";
   cpu::check_operands(op, {&x_in, &weight, &bias, &running_mean, &running_var});
   const Geometry g = check_input(op, x_in);
@@ -201,6 +190,9 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& weight, const Tensor& 
 
 Tensor batch_norm_eval(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, double eps) {
+  if (cpu::on_gpu({&x_in, &weight, &bias, &running_mean, &running_var})) {
+    return cuda::batch_norm_eval(x_in, weight, bias, running_mean, running_var, eps);
+  }
   const char* op = "batch_norm";
   cpu::check_operands(op, {&x_in, &weight, &bias, &running_mean, &running_var});
   const Geometry g = check_input(op, x_in);
@@ -255,6 +247,10 @@ Tensor batch_norm_eval(const Tensor& x_in, const Tensor& weight, const Tensor& b
 Tensor batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in, const Tensor& weight,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor* grad_weight,
                            Tensor* grad_bias) {
+  if (cpu::on_gpu({&grad_out_in, &x_in, &weight, &save_mean, &save_invstd})) {
+    return cuda::batch_norm_backward(grad_out_in, x_in, weight, save_mean, save_invstd, grad_weight,
+                                     grad_bias);
+  }
   const char* op = "batch_norm_backward";
   cpu::check_operands(op, {&grad_out_in, &x_in, &weight, &save_mean, &save_invstd});
   const Geometry g = check_input(op, x_in);

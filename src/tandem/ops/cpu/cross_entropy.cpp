@@ -38,6 +38,9 @@ void check_smoothing(const char* op, double s) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing, bool mean,
                      Tensor* log_probs) {
+  if (cpu::on_gpu({&logits, &target})) {
+    return cuda::cross_entropy(logits, target, label_smoothing, mean, log_probs);
+  }
   const char* op = "cross_entropy";
   cpu::check_operands(op, {&logits});
   check_smoothing(op, label_smoothing);
@@ -67,6 +70,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_sm
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
                               const Tensor& target, double label_smoothing, bool mean) {
+  if (cpu::on_gpu({&grad_loss, &log_probs, &target})) {
+    return cuda::cross_entropy_backward(grad_loss, log_probs, target, label_smoothing, mean);
+  }
   const char* op = "cross_entropy_backward";
   cpu::check_operands(op, {&grad_loss, &log_probs});
   check_smoothing(op, label_smoothing);

@@ -8,6 +8,7 @@ namespace tandem::ops {
 
 Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device,
                     Generator& generator) {
+  if (device.is_cuda()) return cuda::dropout_mask(shape, p, dtype, device, generator);
   TANDEM_CHECK(p >= 0.0 && p < 1.0, "dropout: probability must be in [0, 1), got ", p);
   TANDEM_CHECK(device.is_cpu(), "dropout: mask requested on ", device,
                ", but this build draws dropout masks only on the cpu");

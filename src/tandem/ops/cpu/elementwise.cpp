@@ -79,6 +79,7 @@ const char* binary_name(BinaryOp op) {
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (cpu::on_gpu({&a, &b})) return cuda::binary(op, a, b);
   const char* name = binary_name(op);
   cpu::check_operands(name, {&a, &b});
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
@@ -99,6 +100,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor affine(const Tensor& x, double scale, double shift) {
+  if (cpu::on_gpu({&x})) return cuda::affine(x, scale, shift);
   cpu::check_operands("affine", {&x});
   Tensor y = cpu::new_like(x.shape(), x);
   visit_floating(x.dtype(), "affine", [&]<typename T>() {
@@ -109,6 +111,7 @@ Tensor affine(const Tensor& x, double scale, double shift) {
 }
 
 Tensor reciprocal_scaled(const Tensor& x, double numerator) {
+  if (cpu::on_gpu({&x})) return cuda::reciprocal_scaled(x, numerator);
   cpu::check_operands("rdiv", {&x});
   Tensor y = cpu::new_like(x.shape(), x);
   visit_floating(x.dtype(), "rdiv", [&]<typename T>() {
@@ -119,6 +122,7 @@ Tensor reciprocal_scaled(const Tensor& x, double numerator) {
 }
 
 Tensor pow_scalar(const Tensor& x, double exponent) {
+  if (cpu::on_gpu({&x})) return cuda::pow_scalar(x, exponent);
   cpu::check_operands("pow", {&x});
   Tensor y = cpu::new_like(x.shape(), x);
   visit_floating(x.dtype(), "pow", [&]<typename T>() {
@@ -144,6 +148,7 @@ static bool onednn_eltwise(std::initializer_list<const Tensor*> tensors) {
 }
 
 Tensor unary(UnaryOp op, const Tensor& x) {
+  if (cpu::on_gpu({&x})) return cuda::unary(op, x);
   cpu::check_operands("unary", {&x});
   if ((op == UnaryOp::Relu || op == UnaryOp::Gelu) && onednn_eltwise({&x})) {
     return cpu::eltwise_forward(
@@ -169,6 +174,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 }
 
 Tensor relu_backward(const Tensor& grad_out, const Tensor& y) {
+  if (cpu::on_gpu({&grad_out, &y})) return cuda::relu_backward(grad_out, y);
   cpu::check_operands("relu_backward", {&grad_out, &y});
   if (onednn_eltwise({&grad_out, &y})) {
     return cpu::eltwise_backward(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, grad_out, y);
@@ -181,6 +187,7 @@ Tensor relu_backward(const Tensor& grad_out, const Tensor& y) {
 }
 
 Tensor gelu_backward(const Tensor& grad_out, const Tensor& x) {
+  if (cpu::on_gpu({&grad_out, &x})) return cuda::gelu_backward(grad_out, x);
   cpu::check_operands("gelu_backward", {&grad_out, &x});
   if (onednn_eltwise({&grad_out, &x})) {
     return cpu::eltwise_backward(dnnl::algorithm::eltwise_gelu_erf, grad_out, x);
@@ -193,6 +200,7 @@ Tensor gelu_backward(const Tensor& grad_out, const Tensor& x) {
 }
 
 void add_(const Tensor& dst, const Tensor& src, double alpha) {
+  if (cpu::on_gpu({&dst, &src})) return cuda::add_(dst, src, alpha);
   cpu::check_operands("add_", {&dst, &src});
   TANDEM_CHECK(dst.shape() == src.shape(), "add_: destination ", show(dst.shape()),
                " and source ", show(src.shape()), " differ in shape");
@@ -217,6 +225,7 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
 }
 
 void scale_(const Tensor& dst, double value) {
+  if (cpu::on_gpu({&dst})) return cuda::scale_(dst, value);
   cpu::check_operands("scale_", {&dst});
   TANDEM_CHECK(dst.is_contiguous(), "scale_: destination must be contiguous");
   visit_floating(dst.dtype(), "scale_", [&]<typename T>() {
@@ -227,6 +236,7 @@ void scale_(const Tensor& dst, double value) {
 }
 
 void fill_(const Tensor& dst, double value) {
+  if (cpu::on_gpu({&dst})) return cuda::fill_(dst, value);
   cpu::check_operands("fill_", {&dst});
   visit_dtype(dst.dtype(), [&]<typename T>() {
     T* d = static_cast<T*>(dst.raw_data());
@@ -237,6 +247,7 @@ void fill_(const Tensor& dst, double value) {
 }
 
 Tensor equal(const Tensor& a, const Tensor& b) {
+  if (cpu::on_gpu({&a, &b})) return cuda::equal(a, b);
   cpu::check_operands("equal", {&a, &b});
   TANDEM_CHECK(a.shape() == b.shape(), "equal: shapes ", show(a.shape()), " and ",
                show(b.shape()), " differ");
@@ -254,6 +265,7 @@ Tensor equal(const Tensor& a, const Tensor& b) {
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
+  if (cpu::on_gpu({&x})) return cuda::cast(x, dtype);
   cpu::check_operands("cast", {&x});
   return convert_dtype(x, dtype);
 }

@@ -10,6 +10,7 @@
 #include "tandem/ops/cpu/common.h"
 #include "tandem/ops/cpu/dnnl_context.h"
 #include "tandem/ops/cpu/layout_twin.h"
+#include "tandem/ops/geometry.h"
 #include "tandem/ops/ops.h"
 
 namespace tandem::ops {
@@ -44,14 +45,6 @@ memory::desc matrix_md(std::int64_t batch, std::int64_t rows, std::int64_t cols,
   const memory::dims dims{rows, cols};
   const memory::dims strides = trans ? memory::dims{1, rows} : memory::dims{cols, 1};
   return memory::desc(dims, memory::data_type::f32, strides);
-}
-
-void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w) {
-  TANDEM_CHECK(x.dim() == 2 && w.dim() == 2, op, ": expected input (N, D_in) and weight "
-               "(D_out, D_in), got input ", show(x.shape()), " and weight ", show(w.shape()));
-  TANDEM_CHECK(x.size(1) == w.size(1), op, ": input ", show(x.shape()),
-               " does not match weight ", show(w.shape()), " (", x.size(1), " input features, ",
-               w.size(1), " expected)");
 }
 
 // ---- linear forward as a matmul ---------------------------------------------------------------
@@ -257,23 +250,13 @@ void linear_backward_weights_blocked(const Tensor& g, const Tensor& x, const cpu
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
+  if (cpu::on_gpu({&a_in, &b_in})) return cuda::matmul(a_in, b_in, trans_a, trans_b);
   cpu::check_operands("matmul", {&a_in, &b_in});
-  const bool batched = a_in.dim() == 3;
-  TANDEM_CHECK((a_in.dim() == 2 && b_in.dim() == 2) || (batched && b_in.dim() == 3),
-               "matmul: expected two matrices or two batches of matrices, got ",
-               show(a_in.shape()), " and ", show(b_in.shape()));
-  const std::int64_t batch = batched ? a_in.size(0) : 1;
-  TANDEM_CHECK(!batched || b_in.size(0) == batch, "matmul: batch sizes differ: ",
-               show(a_in.shape()), " and ", show(b_in.shape()));
-  const std::int64_t o = batched ? 1 : 0;
-  const std::int64_t m = trans_a ? a_in.size(o + 1) : a_in.size(o);
-  const std::int64_t k = trans_a ? a_in.size(o) : a_in.size(o + 1);
-  const std::int64_t kb = trans_b ? b_in.size(o + 1) : b_in.size(o);
-  const std::int64_t n = trans_b ? b_in.size(o) : b_in.size(o + 1);
-  TANDEM_CHECK(k == kb, "matmul: ", show(a_in.shape()), (trans_a ? "^T" : ""), " and ",
-               show(b_in.shape()), (trans_b ? "^T" : ""), " cannot be multiplied");
+  const MatmulSizes z = matmul_sizes(a_in, b_in, trans_a, trans_b);
+  const bool batched = z.batched;
+  const std::int64_t batch = z.batch, m = z.m, k = z.k, n = z.n;
   Tensor a = cpu::contig(a_in), b = cpu::contig(b_in);
-  Shape out_shape = batched ? Shape{batch, m, n} : Shape{m, n};
+  const Shape& out_shape = z.out;
   Tensor c = cpu::new_like(out_shape, a);
   if (c.numel() == 0) return c;
   if (k == 0) {
@@ -314,6 +297,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  if (cpu::on_gpu({&x_in, &w_in, &b_in})) return cuda::linear(x_in, w_in, b_in);
   cpu::check_operands("linear", {&x_in, &w_in, &b_in});
   check_linear_shapes("linear", x_in, w_in);
   if (b_in.defined()) {
@@ -336,6 +320,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 }
 
 Tensor linear_backward_input(const Tensor& grad_out_in, const Tensor& w_in) {
+  if (cpu::on_gpu({&grad_out_in, &w_in})) return cuda::linear_backward_input(grad_out_in, w_in);
   cpu::check_operands("linear_backward", {&grad_out_in, &w_in});
   Tensor g = cpu::contig(grad_out_in), w = cpu::contig(w_in);
   if (g.dtype() == DType::Float64 || g.numel() == 0) return matmul(g, w);
@@ -365,6 +350,9 @@ Tensor linear_backward_input(const Tensor& grad_out_in, const Tensor& w_in) {
 
 void linear_backward_weights(const Tensor& grad_out_in, const Tensor& x_in, Tensor* grad_w,
                              Tensor* grad_b) {
+  if (cpu::on_gpu({&grad_out_in, &x_in})) {
+    return cuda::linear_backward_weights(grad_out_in, x_in, grad_w, grad_b);
+  }
   cpu::check_operands("linear_backward", {&grad_out_in, &x_in});
   Tensor g = cpu::contig(grad_out_in), x = cpu::contig(x_in);
   const std::int64_t d_out = g.size(1), d_in = x.size(1);

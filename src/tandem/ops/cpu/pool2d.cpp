@@ -227,6 +227,7 @@ void max_pool_any(const T* px, T* py, std::int64_t* pi, std::int64_t planes, std
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p, Tensor* indices) {
+  if (cpu::on_gpu({&x_in})) return cuda::max_pool2d(x_in, p, indices);
   check_input("max_pool2d", x_in);
   const Shape y_shape = pool2d_output_shape(x_in.shape(), p, "max_pool2d");
   Tensor x = cpu::contig(x_in);
@@ -250,6 +251,9 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p, Tensor* indices) {
 
 Tensor max_pool2d_backward(const Tensor& grad_out_in, const Tensor& indices_in,
                            const Shape& x_shape) {
+  if (cpu::on_gpu({&grad_out_in, &indices_in})) {
+    return cuda::max_pool2d_backward(grad_out_in, indices_in, x_shape);
+  }
   const char* op = "max_pool2d_backward";
   cpu::check_operands(op, {&grad_out_in});
   TANDEM_CHECK(x_shape.size() == 4 && grad_out_in.dim() == 4 &&
@@ -362,6 +366,7 @@ auto adaptive_cells(std::int64_t ph, std::int64_t pw, std::int64_t h, std::int64
 }  // namespace
 
 Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+  if (cpu::on_gpu({&x_in})) return cuda::avg_pool2d(x_in, p);
   check_input("avg_pool2d", x_in);
   const Shape y_shape = pool2d_output_shape(x_in.shape(), p, "avg_pool2d");
   Tensor x = cpu::contig(x_in);
@@ -370,6 +375,7 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
 
 Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape,
                            const Pool2dParams& p) {
+  if (cpu::on_gpu({&grad_out_in})) return cuda::avg_pool2d_backward(grad_out_in, x_shape, p);
   const char* op = "avg_pool2d_backward";
   cpu::check_operands(op, {&grad_out_in});
   check_grad_out(op, grad_out_in, pool2d_output_shape(x_shape, p, op));
@@ -377,6 +383,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape,
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x_in, std::array<std::int64_t, 2> output_size) {
+  if (cpu::on_gpu({&x_in})) return cuda::adaptive_avg_pool2d(x_in, output_size);
   const char* op = "adaptive_avg_pool2d";
   check_input(op, x_in);
   TANDEM_CHECK(output_size[0] >= 1 && output_size[1] >= 1, op, ": output size ",
@@ -390,6 +397,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, std::array<std::int64_t, 2> outpu
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out_in, const Shape& x_shape) {
+  if (cpu::on_gpu({&grad_out_in})) return cuda::adaptive_avg_pool2d_backward(grad_out_in, x_shape);
   const char* op = "adaptive_avg_pool2d_backward";
   cpu::check_operands(op, {&grad_out_in});
   TANDEM_CHECK(x_shape.size() == 4 && grad_out_in.dim() == 4 &&

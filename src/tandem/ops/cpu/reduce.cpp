@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include "tandem/ops/cpu/common.h"
+#include "tandem/ops/geometry.h"
 #include "tandem/ops/ops.h"
 #include "tandem/tensor/strided.h"
 
 namespace tandem::ops {
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  if (cpu::on_gpu({&x})) return cuda::sum(x, dims, keepdim);
   cpu::check_operands("sum", {&x});
   const std::int64_t rank = x.dim();
   std::vector<bool> reduce(static_cast<std::size_t>(rank), dims.empty());
@@ -63,22 +65,14 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
 }
 
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  if (cpu::on_gpu({&x})) return cuda::argmax(x, dim, keepdim);
   cpu::check_operands("argmax", {&x});
   const std::int64_t d = wrap_dim(dim, x.dim(), "argmax");
   TANDEM_CHECK(x.dim() > 0 && x.size(d) > 0, "argmax: empty dimension in ", show(x.shape()));
   Tensor xc = cpu::contig(x);
-  std::int64_t outer = 1, inner = 1;
-  const std::int64_t len = x.size(d);
-  for (std::int64_t i = 0; i < d; ++i) outer *= x.size(i);
-  for (std::int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
-  Shape out_shape;
-  for (std::int64_t i = 0; i < x.dim(); ++i) {
-    if (i != d) {
-      out_shape.push_back(x.size(i));
-    } else if (keepdim) {
-      out_shape.push_back(1);
-    }
-  }
+  const AlongDim g = along_dim("argmax", x, d);
+  const std::int64_t outer = g.a, len = g.l, inner = g.b;
+  const Shape out_shape = shape_without(x, d, keepdim);
   Tensor y = empty(out_shape, {.dtype = DType::Int64});
   std::int64_t* py = y.data<std::int64_t>();
   visit_dtype(x.dtype(), [&]<typename T>() {

@@ -8,6 +8,7 @@
 
 #include "tandem/ops/cpu/common.h"
 #include "tandem/ops/cpu/dnnl_context.h"
+#include "tandem/ops/geometry.h"
 #include "tandem/ops/ops.h"
 
 namespace tandem::ops {
@@ -15,23 +16,7 @@ namespace {
 
 using dnnl::memory;
 
-struct Geometry {
-  std::int64_t a = 1, l = 1, b = 1;
-  Shape shape() const { return {a, l, b}; }
-};
-
-// A 0-d tensor is treated as one element along a dim of length 1.
-Geometry geometry(const char* op, const Tensor& x, std::int64_t dim) {
-  const std::int64_t rank = std::max<std::int64_t>(x.dim(), 1);
-  const std::int64_t d = wrap_dim(dim, rank, op);
-  Geometry g;
-  for (std::int64_t i = 0; i < x.dim(); ++i) {
-    if (i < d) g.a *= x.size(i);
-    if (i == d) g.l = x.size(i);
-    if (i > d) g.b *= x.size(i);
-  }
-  return g;
-}
+using Geometry = AlongDim;  // (a, l, b) around the softmax dim (geometry.h)
 
 bool is_log(dnnl::algorithm algo) { return algo == dnnl::algorithm::softmax_log; }
 
@@ -86,7 +71,7 @@ dnnl::softmax_v2_forward::primitive_desc forward_pd(dnnl::algorithm algo, const 
 
 Tensor forward(const char* op, dnnl::algorithm algo, const Tensor& x_in, std::int64_t dim) {
   cpu::check_operands(op, {&x_in});
-  const Geometry g = geometry(op, x_in, dim);
+  const Geometry g = along_dim(op, x_in, dim);
   Tensor x = cpu::contig(x_in);
   Tensor y = cpu::new_like(x.shape(), x);
   if (y.numel() == 0) return y;
@@ -114,7 +99,7 @@ Tensor backward(const char* op, dnnl::algorithm algo, const Tensor& grad_out_in,
   cpu::check_operands(op, {&grad_out_in, &y_in});
   TANDEM_CHECK(grad_out_in.shape() == y_in.shape(), op, ": gradient ", show(grad_out_in.shape()),
                " does not match output ", show(y_in.shape()));
-  const Geometry g = geometry(op, y_in, dim);
+  const Geometry g = along_dim(op, y_in, dim);
   Tensor go = cpu::contig(grad_out_in), y = cpu::contig(y_in);
   Tensor gx = cpu::new_like(y.shape(), y);
   if (gx.numel() == 0) return gx;
@@ -145,18 +130,22 @@ Tensor backward(const char* op, dnnl::algorithm algo, const Tensor& grad_out_in,
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) {
+  if (cpu::on_gpu({&x})) return cuda::softmax(x, dim);
   return forward("softmax", dnnl::algorithm::softmax_accurate, x, dim);
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+  if (cpu::on_gpu({&x})) return cuda::log_softmax(x, dim);
   return forward("log_softmax", dnnl::algorithm::softmax_log, x, dim);
 }
 
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& y, std::int64_t dim) {
+  if (cpu::on_gpu({&grad_out, &y})) return cuda::softmax_backward(grad_out, y, dim);
   return backward("softmax_backward", dnnl::algorithm::softmax_accurate, grad_out, y, dim);
 }
 
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& y, std::int64_t dim) {
+  if (cpu::on_gpu({&grad_out, &y})) return cuda::log_softmax_backward(grad_out, y, dim);
   return backward("log_softmax_backward", dnnl::algorithm::softmax_log, grad_out, y, dim);
 }
 
