@@ -10,16 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_skip.h"
 #include "tandem/device/cuda/check.h"
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/stream.h"
-
-// Never a silent pass: without a GPU the test is reported skipped, with the reason.
-#define TANDEM_REQUIRE_GPU()                                                   \
-  do {                                                                         \
-    if (!::tandem::cuda::is_available())                                       \
-      GTEST_SKIP() << "no CUDA GPU: " << ::tandem::cuda::unavailable_reason(); \
-  } while (0)
 
 namespace tandem::cuda {
 
