@@ -94,14 +94,15 @@ TEST_F(CheckpointManifest, FormatAndVersionOfTheWrongTypeAreErrorsNotExceptionsO
   };
   expect_contains(error_with_top("format", 6.666e21), "is not a tandem checkpoint manifest");
   expect_contains(error_with_top("format", Json::array()), "is not a tandem checkpoint manifest");
-  expect_contains(error_with_top("version", "1"),
-                  "manifest.json field \"version\": \"1\" is not supported (expected 1)");
-  expect_contains(error_with_top("version", 2), "field \"version\": 2 is not supported");
+  expect_contains(
+      error_with_top("version", "1"),
+      "manifest.json field \"version\": checkpoint version \"1\" is not supported (expected 1)");
+  expect_contains(error_with_top("version", 2), "checkpoint version 2 is not supported");
   Json without = manifest_;
   without.erase("version");
   std::ofstream(fs::path(checkpoint_) / "manifest.json", std::ios::trunc) << without.dump(2);
   expect_contains(error_of([&] { io::read_checkpoint(checkpoint_); }),
-                  "field \"version\": (missing) is not supported");
+                  "field \"version\": checkpoint version (missing) is not supported");
 }
 
 TEST_F(CheckpointManifest, TheUnchangedManifestReads) {

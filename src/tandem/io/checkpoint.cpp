@@ -145,10 +145,10 @@ CheckpointContents read_checkpoint(const std::string& path) {
                where, ": ", kManifest, " is not a tandem checkpoint manifest");
   TANDEM_CHECK(manifest.contains("version") && manifest["version"].is_number_integer() &&
                    manifest["version"] == kVersion,
-               where, ": ", kManifest, " field \"version\": ",
-               manifest.contains("version") ? manifest["version"].dump(-1, ' ', true,
-                                                                        Json::error_handler_t::replace)
-                                            : std::string("(missing)"),
+               where, ": ", kManifest, " field \"version\": checkpoint version ",
+               manifest.contains("version")
+                   ? manifest["version"].dump(-1, ' ', true, Json::error_handler_t::replace)
+                   : std::string("(missing)"),
                " is not supported (expected ", kVersion, ")");
   TANDEM_CHECK(manifest.contains("files") && manifest["files"].is_array(), where, ": ", kManifest,
                " lists no files");
