@@ -73,6 +73,27 @@ void check_per_channel(const char* op, const char* what, const Tensor& t, const 
                " does not match input ", show(x.shape()), " with ", c, " channels");
 }
 
+void check_batch_norm_params(const char* op, const Tensor& x, std::int64_t c, const Tensor& weight,
+                             const Tensor& bias, const Tensor& running_mean,
+                             const Tensor& running_var) {
+  check_per_channel(op, "weight", weight, x, c);
+  check_per_channel(op, "bias", bias, x, c);
+  check_per_channel(op, "running_mean", running_mean, x, c);
+  check_per_channel(op, "running_var", running_var, x, c);
+}
+
+void check_batch_norm_backward(const char* op, const Tensor& grad_out, const Tensor& x,
+                               std::int64_t c, const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd) {
+  TANDEM_CHECK(grad_out.shape() == x.shape(), op, ": gradient ", show(grad_out.shape()),
+               " does not match input ", show(x.shape()));
+  TANDEM_CHECK(save_mean.defined() && save_invstd.defined(), op,
+               ": needs the saved batch mean and inverse std");
+  check_per_channel(op, "weight", weight, x, c);
+  check_per_channel(op, "save_mean", save_mean, x, c);
+  check_per_channel(op, "save_invstd", save_invstd, x, c);
+}
+
 Shape cat_shape(const std::vector<Tensor>& tensors, std::int64_t dim, std::int64_t* wrapped) {
   TANDEM_CHECK(!tensors.empty(), "cat: expected at least one tensor");
   const Tensor& first = tensors.front();

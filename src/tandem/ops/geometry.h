@@ -43,6 +43,15 @@ ChannelGeometry channel_geometry(const char* op, const Tensor& x);
 void check_per_channel(const char* op, const char* what, const Tensor& t, const Tensor& x,
                        std::int64_t c);
 
+// batch_norm_train / _eval: weight, bias and the running statistics (each may be undefined) (C).
+void check_batch_norm_params(const char* op, const Tensor& x, std::int64_t c, const Tensor& weight,
+                             const Tensor& bias, const Tensor& running_mean,
+                             const Tensor& running_var);
+// batch_norm_backward: the gradient has x's shape, the saved statistics exist, all are (C).
+void check_batch_norm_backward(const char* op, const Tensor& grad_out, const Tensor& x,
+                               std::int64_t c, const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd);
+
 // cat: the output shape, after checking that every tensor is defined, on the first one's device,
 // of its dtype and shape except along dim; *wrapped receives dim in [0, rank).
 Shape cat_shape(const std::vector<Tensor>& tensors, std::int64_t dim, std::int64_t* wrapped);

@@ -250,10 +250,7 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& weight, const Tensor& 
   const char* op = "batch_norm";
   check_gpu_operands(op, {&x_in, &weight, &bias, &running_mean, &running_var});
   const Geometry g = check_input(op, x_in);
-  check_per_channel(op, "weight", weight, x_in, g.c);
-  check_per_channel(op, "bias", bias, x_in, g.c);
-  check_per_channel(op, "running_mean", running_mean, x_in, g.c);
-  check_per_channel(op, "running_var", running_var, x_in, g.c);
+  check_batch_norm_params(op, x_in, g.c, weight, bias, running_mean, running_var);
   TANDEM_CHECK(g.m() > 1, op, ": expected more than 1 value per channel when training, got input ",
                show(x_in.shape()));
   TANDEM_CHECK(g.c <= 0x7fffffff, op, ": ", g.c, " channels are too many for one block each");
@@ -283,10 +280,7 @@ Tensor batch_norm_eval(const Tensor& x_in, const Tensor& weight, const Tensor& b
   const Geometry g = check_input(op, x_in);
   TANDEM_CHECK(running_mean.defined() && running_var.defined(), op,
                ": evaluation mode needs running_mean and running_var");
-  check_per_channel(op, "weight", weight, x_in, g.c);
-  check_per_channel(op, "bias", bias, x_in, g.c);
-  check_per_channel(op, "running_mean", running_mean, x_in, g.c);
-  check_per_channel(op, "running_var", running_var, x_in, g.c);
+  check_batch_norm_params(op, x_in, g.c, weight, bias, running_mean, running_var);
   const OnDevice on(x_in);
   Tensor x = contig(x_in);
   Tensor y = new_like(x.shape(), x);
@@ -305,13 +299,7 @@ Tensor batch_norm_backward(const Tensor& grad_out_in, const Tensor& x_in, const 
   const char* op = "batch_norm_backward";
   check_gpu_operands(op, {&grad_out_in, &x_in, &weight, &save_mean, &save_invstd});
   const Geometry g = check_input(op, x_in);
-  TANDEM_CHECK(grad_out_in.shape() == x_in.shape(), op, ": gradient ", show(grad_out_in.shape()),
-               " does not match input ", show(x_in.shape()));
-  TANDEM_CHECK(save_mean.defined() && save_invstd.defined(), op,
-               ": needs the saved batch mean and inverse std");
-  check_per_channel(op, "weight", weight, x_in, g.c);
-  check_per_channel(op, "save_mean", save_mean, x_in, g.c);
-  check_per_channel(op, "save_invstd", save_invstd, x_in, g.c);
+  check_batch_norm_backward(op, grad_out_in, x_in, g.c, weight, save_mean, save_invstd);
   TANDEM_CHECK(g.c <= 0x7fffffff, op, ": ", g.c, " channels are too many for one block each");
   if (grad_weight && !weight.defined()) *grad_weight = Tensor();
   const bool want_w = grad_weight && weight.defined();
