@@ -27,6 +27,20 @@ decltype(auto) visit_stored(DType dtype, F&& f) {
   TANDEM_FAIL("unknown dtype");
 }
 
+// Runs f.template operator()<T>() for the types arithmetic runs in (float32, float64, int64,
+// uint8); bfloat16 is storage only, an error naming op.
+template <typename F>
+decltype(auto) visit_arithmetic(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Int64: return f.template operator()<std::int64_t>();
+    case DType::UInt8: return f.template operator()<std::uint8_t>();
+    case DType::BFloat16: break;
+  }
+  TANDEM_FAIL(op, ": bfloat16 arithmetic is not supported; convert to float32 first");
+}
+
 __host__ __device__ inline float bf16_bits_to_float(std::uint16_t bits) {
   const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
   float f;

@@ -196,22 +196,7 @@ Tensor zip(const char* name, const Tensor& a, const Tensor& b, Zip z, bool float
   if (floating_only) {
     visit_floating(a.dtype(), name, launch);
   } else {
-    switch (a.dtype()) {
-      case DType::Float32:
-        launch.template operator()<float>();
-        break;
-      case DType::Float64:
-        launch.template operator()<double>();
-        break;
-      case DType::Int64:
-        launch.template operator()<std::int64_t>();
-        break;
-      case DType::UInt8:
-        launch.template operator()<std::uint8_t>();
-        break;
-      case DType::BFloat16:
-        TANDEM_FAIL(name, ": bfloat16 arithmetic is not supported; convert to float32 first");
-    }
+    visit_arithmetic(a.dtype(), name, launch);
   }
   return y;
 }

@@ -105,17 +105,7 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
                                                               per_output, kept, reduced);
     TANDEM_CUDA_LAUNCHED("sum");
   };
-  switch (x.dtype()) {
-    case DType::Float32:
-      launch.template operator()<float>();
-      break;
-    case DType::Float64:
-      launch.template operator()<double>();
-      break;
-    default:
-      launch.template operator()<std::int64_t>();
-      break;
-  }
+  visit_arithmetic(x.dtype(), "sum", launch);  // float32, float64 or int64 (checked above)
   return y;
 }
 
