@@ -32,6 +32,8 @@ for name, dtype, shape, size in typed:
     entries.append((name, dtype, shape, offset, offset + size))
     offset += size
 corpus("safetensors", "dtypes", safetensors_header(entries) + bytes(range(offset)))
+# Found by the fuzzer: a (4, 0) tensor was read as not contiguous.
+corpus("safetensors", "zero_columns", safetensors_header([("none", "F32", [4, 0], 0, 0)]))
 
 # checkpoint: the fixed files, and their manifest as io/checkpoint.cpp writes it.
 files = checkpoint(2, 2)

@@ -72,6 +72,14 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_TRUE(allclose(c.flatten().slice(0, 0, 3), {0, -1, -1}));  // rows 1 and 2 were filled
 }
 
+TEST(Tensor, TensorsWithoutElementsAreContiguous) {
+  // Found by the safetensors fuzzer: a (4, 0) tensor read from a file was not contiguous.
+  EXPECT_TRUE(empty({4, 0}).is_contiguous());
+  EXPECT_TRUE(empty({0, 3, 2}).is_contiguous());
+  EXPECT_TRUE(make_view(zeros({6}), {2, 0}, {1, 5}, 0).is_contiguous());
+  EXPECT_FALSE(make_view(zeros({6}), {2, 3}, {1, 2}, 0).is_contiguous());
+}
+
 TEST(Tensor, ViewOfNonContiguousIsAClearError) {
   Tensor t = zeros({3, 4}).transpose(0, 1);
   try {

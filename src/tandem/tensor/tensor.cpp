@@ -18,6 +18,8 @@ std::int64_t Tensor::stride(std::int64_t d) const {
 bool Tensor::is_contiguous() const {
   const auto& s = shape();
   const auto& st = strides();
+  // No elements, nothing out of place (as torch): contiguous_strides gives (4, 0) strides (1, 1).
+  if (numel() == 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = s.size(); i-- > 0;) {
     if (s[i] != 1 && st[i] != expected) return false;
