@@ -10,21 +10,19 @@
 #include <type_traits>
 
 #include "tandem/base/check.h"
+#include "tandem/base/dispatch.h"
 #include "tandem/base/dtype.h"
 
 namespace tandem::ops::cuda {
 
-// Runs f.template operator()<S>() with S the storage type of dtype (uint16_t for bfloat16).
+// Runs f.template operator()<S>() with S the storage type of dtype: visit_dtype's type, with
+// bfloat16 as its 16 bits (uint16_t), which device code can hold.
 template <typename F>
 decltype(auto) visit_stored(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::BFloat16: return f.template operator()<std::uint16_t>();
-    case DType::Int64: return f.template operator()<std::int64_t>();
-    case DType::UInt8: return f.template operator()<std::uint8_t>();
-  }
-  TANDEM_FAIL("unknown dtype");
+  return visit_dtype(dtype, [&]<typename T>() -> decltype(auto) {
+    using S = std::conditional_t<std::is_same_v<T, BFloat16>, std::uint16_t, T>;
+    return f.template operator()<S>();
+  });
 }
 
 // Runs f.template operator()<T>() for the types arithmetic runs in (float32, float64, int64,

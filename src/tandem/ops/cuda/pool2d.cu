@@ -58,6 +58,19 @@ PoolGeometry geometry_of(const Shape& x_shape, const Shape& y_shape, const Pool2
                       .count_include_pad = p.count_include_pad};
 }
 
+// Output o of (planes, P, Q): its plane, its row and column, and its window clipped to the input.
+struct OutputCell {
+  std::int64_t plane, oh, ow;
+  Window rows, cols;
+};
+
+__device__ __forceinline__ OutputCell output_cell(std::int64_t o, const PoolGeometry& g) {
+  const std::int64_t ow = o % g.pw;
+  const std::int64_t oh = (o / g.pw) % g.ph;
+  return {o / (g.pw * g.ph), oh, ow, clipped_window(oh, g.kh, g.sh, g.pad_h, g.h),
+          clipped_window(ow, g.kw, g.sw, g.pad_w, g.w)};
+}
+
 // Number of elements avg pooling divides by for output position (oh, ow), as on the CPU.
 __device__ __forceinline__ std::int64_t avg_divisor(std::int64_t oh, std::int64_t ow,
                                                     const PoolGeometry& g) {
@@ -82,12 +95,9 @@ __global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ y,
                                 std::int64_t* __restrict__ idx, PoolGeometry g) {
   const std::int64_t total = g.planes * g.ph * g.pw;
   TANDEM_GRID_LOOP(o, total) {
-    const std::int64_t ow = o % g.pw;
-    const std::int64_t oh = (o / g.pw) % g.ph;
-    const std::int64_t plane = o / (g.pw * g.ph);
-    const Window wh = clipped_window(oh, g.kh, g.sh, g.pad_h, g.h);
-    const Window ww = clipped_window(ow, g.kw, g.sw, g.pad_w, g.w);
-    const T* xp = x + plane * g.h * g.w;
+    const OutputCell c = output_cell(o, g);
+    const Window wh = c.rows, ww = c.cols;
+    const T* xp = x + c.plane * g.h * g.w;
     T best = -static_cast<T>(INFINITY);
     std::int64_t at = wh.start * g.w + ww.start;
     for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
@@ -126,17 +136,14 @@ template <typename T>
 __global__ void avg_pool_kernel(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g) {
   const std::int64_t total = g.planes * g.ph * g.pw;
   TANDEM_GRID_LOOP(o, total) {
-    const std::int64_t ow = o % g.pw;
-    const std::int64_t oh = (o / g.pw) % g.ph;
-    const std::int64_t plane = o / (g.pw * g.ph);
-    const Window wh = clipped_window(oh, g.kh, g.sh, g.pad_h, g.h);
-    const Window ww = clipped_window(ow, g.kw, g.sw, g.pad_w, g.w);
-    const T* xp = x + plane * g.h * g.w;
+    const OutputCell c = output_cell(o, g);
+    const Window wh = c.rows, ww = c.cols;
+    const T* xp = x + c.plane * g.h * g.w;
     T acc = 0;
     for (std::int64_t ih = wh.start; ih < wh.end; ++ih) {
       for (std::int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * g.w + iw];
     }
-    y[o] = acc / static_cast<T>(avg_divisor(oh, ow, g));
+    y[o] = acc / static_cast<T>(avg_divisor(c.oh, c.ow, g));
   }
 }
 
