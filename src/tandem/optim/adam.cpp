@@ -152,9 +152,8 @@ Optimizer::ElementRange Adam::prepare(std::size_t group, const Tensor& param, co
                                       ParamState& state) {
   const AdamOptions o = options_[group];  // a copy: the ranges run with this step's options
   // Buffers are created (zeros) before their data pointers are taken; those stay valid.
-  void* m = buffer(state, "exp_avg", param).raw_data();
-  void* v = buffer(state, "exp_avg_sq", param).raw_data();
-  void* vmax = o.amsgrad ? buffer(state, "max_exp_avg_sq", param).raw_data() : nullptr;
+  const Tensor m_t = buffer(state, "exp_avg", param), v_t = buffer(state, "exp_avg_sq", param);
+  const Tensor vmax_t = o.amsgrad ? buffer(state, "max_exp_avg_sq", param) : Tensor();
   state.step += 1;
   const double t = static_cast<double>(state.step);
   const Step s{.decay_factor = 1.0 - o.lr * o.weight_decay,
@@ -166,8 +165,6 @@ Optimizer::ElementRange Adam::prepare(std::size_t group, const Tensor& param, co
                                    .eps = o.eps, .weight_decay = o.weight_decay,
                                    .decoupled = decoupled, .amsgrad = o.amsgrad,
                                    .maximize = o.maximize, .step = state.step};
-    const Tensor m_t = buffer(state, "exp_avg", param), v_t = buffer(state, "exp_avg_sq", param);
-    const Tensor vmax_t = o.amsgrad ? buffer(state, "max_exp_avg_sq", param) : Tensor();
     return [=](std::int64_t b, std::int64_t e) {
       ops::cuda::adam_step(flat_range(param, b, e), flat_range(grad, b, e), flat_range(m_t, b, e),
                            flat_range(v_t, b, e),
@@ -176,6 +173,9 @@ Optimizer::ElementRange Adam::prepare(std::size_t group, const Tensor& param, co
   }
   void* p = param.raw_data();
   const void* g = grad.raw_data();
+  void* m = m_t.raw_data();
+  void* v = v_t.raw_data();
+  void* vmax = vmax_t.defined() ? vmax_t.raw_data() : nullptr;
   if (param.dtype() == DType::Float32) {
     return [=](std::int64_t b, std::int64_t e) {
       adam_update(static_cast<float*>(p) + b, static_cast<const float*>(g) + b,
