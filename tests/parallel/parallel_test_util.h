@@ -54,10 +54,12 @@ inline std::vector<Batch> make_batches(int count, std::int64_t size, std::uint64
   return out;
 }
 
-// A deep copy of a state dict (state_dict() returns the live tensors).
+// A deep copy of a state dict in host memory (state_dict() returns the live tensors).
 inline nn::StateDict snapshot(const nn::Module& m) {
   nn::StateDict out;
-  for (const auto& [name, t] : m.state_dict()) out.emplace_back(name, contiguous_copy(t));
+  for (const auto& [name, t] : m.state_dict()) {
+    out.emplace_back(name, copy_to(contiguous_copy(t), kCPU));
+  }
   return out;
 }
 
@@ -96,10 +98,12 @@ TrainingRun train_single(const nn::StateDict& init, const std::vector<Batch>& ba
   return run;
 }
 
+// The model starts on the first device (its GPU, or the host for a CPU replica).
 template <typename Net>
 TrainingRun train_dp(const nn::StateDict& init, const std::vector<Batch>& batches,
                      std::vector<Device> devices, nn::DataParallelOptions options = {}) {
   auto model = model_from<Net>(init);
+  if (!devices.front().is_cpu()) model->to(devices.front());
   // One oneDNN thread per replica unless a test asks otherwise: the suite shares 2 cores.
   if (options.threads_per_replica == 0) options.threads_per_replica = 1;
   nn::DataParallel dp(model, std::move(devices), std::move(options));

@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <thread>
 
+#include "tandem/ops/ops.h"
 #include "tandem/parallel/reducer.h"
 #include "tandem/parallel/replica_group.h"
 #include "tandem/parallel/replica_threads.h"
@@ -84,6 +86,23 @@ struct TwoReplicas {
     return {.contributions = {{.replica = 0, .coeff = 0.25}, {.replica = 1, .coeff = 0.75}},
             .base = {Tensor(), Tensor()}};
   }
+  // Replica r's whole backward: both hooks (the last parameter's first), then its end.
+  static void backward(HostReducer& reducer, std::size_t r) {
+    reducer.arm(r);
+    reducer.grad_ready(r, 1);
+    reducer.grad_ready(r, 0);
+    reducer.finish(r);
+  }
+  // Both replicas run the waiting sum chunks at once, from two threads; chunks run by each.
+  static std::array<int, 2> help_from_two_threads(HostReducer& reducer) {
+    std::array<int, 2> chunks{0, 0};
+    std::thread other([&] {
+      while (reducer.help(1)) ++chunks[1];
+    });
+    while (reducer.help(0)) ++chunks[0];
+    other.join();
+    return chunks;
+  }
   void check() const {
     for (std::size_t i = 0; i < expected.size(); ++i) {
       const Tensor out = params[0][i].grad();
@@ -111,13 +130,7 @@ TEST(HostReducer, DeferredSumsAreRunByTheReplicasThatHelpAndMatchTheWeightedSum)
   EXPECT_TRUE(reducer.all_set_up());
   EXPECT_FALSE(reducer.all_reduced());
   reducer.finish(1);
-  // Both replicas help at once, from two threads.
-  std::atomic<int> chunks[2] = {0, 0};
-  std::thread other([&] {
-    while (reducer.help(1)) ++chunks[1];
-  });
-  while (reducer.help(0)) ++chunks[0];
-  other.join();
+  const std::array<int, 2> chunks = TwoReplicas::help_from_two_threads(reducer);
   EXPECT_EQ(chunks[0] + chunks[1], 4);  // 150,001 elements in chunks of 65,536, and 7
   EXPECT_TRUE(reducer.all_reduced());
   EXPECT_GT(reducer.reduce_seconds(0) + reducer.reduce_seconds(1), 0.0);
@@ -144,6 +157,44 @@ TEST(HostReducer, EagerWithACallbackSumsEachBucketOnTheLastReplicaAndHandsItOn) 
   EXPECT_FALSE(reducer.help(0));
   EXPECT_TRUE(reducer.all_reduced());
   t.check();
+}
+
+TEST(HostReducer, StagedReplicasAreSummedFromTheCopiesTakenWhenTheyCompletedABucket) {
+  // The GPU path, on host tensors: every replica staged, the master's .grad written at the end.
+  TwoReplicas t;
+  HostReducer reducer(t.params, t.stored, 16, nullptr, {true, true});
+  ASSERT_TRUE(reducer.deferred());
+  reducer.begin(t.plan());
+  TwoReplicas::backward(reducer, 0);
+  // Replica 0's backward goes on writing its .grad: the sums must use what it had staged.
+  for (const Tensor& p : t.params[0]) ops::fill_(p.grad(), std::nan(""));
+  TwoReplicas::backward(reducer, 1);
+  TwoReplicas::help_from_two_threads(reducer);
+  ASSERT_TRUE(reducer.all_reduced());
+  t.check();  // the unstaged path's sums, bit for bit
+}
+
+TEST(HostReducer, AStagedMasterAddsTheCycleBaseAndReceivesTheSumByCopy) {
+  TwoReplicas t;
+  HostReducer reducer(t.params, t.stored, 1 << 20, nullptr, {true, false});  // one bucket
+  ReductionPlan plan = t.plan();
+  plan.base = {full({150001}, 0.5), full({7}, -2.0)};
+  reducer.begin(plan);
+  TwoReplicas::backward(reducer, 0);
+  TwoReplicas::backward(reducer, 1);
+  TwoReplicas::help_from_two_threads(reducer);
+  ASSERT_TRUE(reducer.all_reduced());
+  const double base[] = {0.5, -2.0};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Tensor got = t.params[0][i].grad();
+    ASSERT_EQ(got.numel(), static_cast<std::int64_t>(t.expected[i].size()));
+    for (std::int64_t k = 0; k < got.numel(); k += 997) {
+      // base + 0.25 g0 + 0.75 g1 in double: the expected float sum plus the base, within rounding.
+      EXPECT_NEAR(got.data<float>()[k], base[i] + t.expected[i][static_cast<std::size_t>(k)],
+                  1e-5)
+          << "parameter " << i << " element " << k;
+    }
+  }
 }
 
 TEST(ReplicaGroup, GathersInReplicaOrderAcrossThreads) {

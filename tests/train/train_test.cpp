@@ -162,6 +162,13 @@ TEST(Config, BadValuesAreErrorsNamingTheFlag) {
   invalid("label_smoothing", "1.5", "--label-smoothing");
   invalid("keep_checkpoints", "0", "--keep-checkpoints");
   invalid("model", "vgg", "unknown model");
+  {  // a timing-driven split would make a deterministic run depend on timing
+    TrainConfig bad;
+    set_from_text(bad, "split", "auto");
+    set_from_text(bad, "deterministic", "true");
+    EXPECT_NE(message([&] { validate(bad); }).find("--split auto and --deterministic"),
+              std::string::npos);
+  }
 }
 
 TEST(Devices, SpellingsResolveOrFailClearly) {
@@ -179,6 +186,22 @@ TEST(Devices, SpellingsResolveOrFailClearly) {
   if (cuda_device_count() == 0) {  // built without CUDA, or no GPU visible
     EXPECT_THROW(parse_devices("cuda"), Error);
     EXPECT_THROW(parse_devices("cuda:0,cuda:1"), Error);
+  }
+  // A list needs a GPU; CPU replicas alone are cpu:N.
+  try {
+    parse_devices("cpu,cpu");
+    ADD_FAILURE() << "cpu,cpu was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("spelled cpu:2"), std::string::npos) << e.what();
+  }
+  // Two replicas on one GPU and a CPU replica, written back as --devices spells them.
+  const DeviceLayout mixed{{Device(DeviceType::CUDA, 0), Device(DeviceType::CUDA, 0),
+                            Device(DeviceType::CPU, 0)}};
+  EXPECT_EQ(mixed.describe(), "cuda:0,cuda:0,cpu");
+  if (cuda_device_count() > 0) {
+    EXPECT_EQ(parse_devices("cuda:0,cuda:0,cpu"), mixed);
+  } else {
+    EXPECT_THROW(parse_devices("cuda:0,cuda:0,cpu"), Error);
   }
   try {  // a GPU that does not exist names what does
     parse_devices("cuda:64");

@@ -14,6 +14,7 @@
 
 #include "tandem/autograd/grad_mode.h"
 #include "tandem/device/cpu_allocator.h"
+#include "tandem/device/cuda/discovery.h"
 #include "tandem/nn/modules/batchnorm.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/reducer.h"
@@ -39,7 +40,8 @@ Tensor rows(const Tensor& t, std::int64_t offset, std::int64_t count, Device mem
   return copy_to(view, memory);
 }
 
-// Where a replica's tensors live: CPU replicas (cpu:N) all use host memory.
+// Where a replica's tensors live: CPU replicas (cpu:N) all use host memory, GPU replicas their
+// GPU's (two replicas may share one GPU).
 Device memory_of(const Device& device) { return device.is_cpu() ? kCPU : device; }
 
 }  // namespace
@@ -126,14 +128,16 @@ std::vector<double> DataParallelState::proportions() const {
   TANDEM_FAIL("DataParallel: unknown split policy");
 }
 
-// Makes replica r's parameters equal to the master's: alias its storage (Shared) or copy
-// (Broadcast).
+// Makes replica r's parameters equal to the master's: alias its storage (Shared, both in host
+// memory) or copy (Broadcast, or a replica on a GPU).
 void DataParallelState::sync_parameters(std::size_t r) {
   NoGradGuard no_grad;
+  const bool alias = options.parameter_sync == ParameterSync::Shared && devices[0].is_cpu() &&
+                     devices[r].is_cpu();
   for (std::size_t i = 0; i < params[0].size(); ++i) {
     const Tensor& master = params[0][i];
     const Tensor& mine = params[r][i];
-    if (options.parameter_sync == ParameterSync::Shared) {
+    if (alias) {
       if (mine.storage() == master.storage() && mine.offset() == master.offset() &&
           mine.strides() == master.strides() && mine.dtype() == master.dtype()) {
         continue;
@@ -298,15 +302,19 @@ void check_options(const DataParallelOptions& o, std::size_t devices) {
   }
 }
 
+// CPU replicas are numbered (cpu:0, cpu:1, ...) and each listed once; a GPU may carry several
+// replicas (cuda:0 twice), and GPUs and CPU replicas mix.
 void check_devices(const std::vector<Device>& devices) {
   TANDEM_CHECK(!devices.empty(), "DataParallel: no devices given");
-  std::set<std::pair<int, int>> seen;
+  std::set<int> cpus;
   for (const Device& d : devices) {
-    TANDEM_CHECK(d.is_cpu(), "DataParallel: ", d,
-                 " is not available: this build runs CPU "
-                 "replicas only (cpu:0, cpu:1, ...)");
-    TANDEM_CHECK(seen.insert({static_cast<int>(d.type), d.index}).second, "DataParallel: device ",
-                 d, " is listed twice");
+    if (d.is_cpu()) {
+      TANDEM_CHECK(cpus.insert(d.index).second, "DataParallel: device ", d, " is listed twice");
+      continue;
+    }
+    TANDEM_CHECK(d.is_cuda(), "DataParallel: ", d, " is not a device DataParallel can use");
+    const std::string missing = cuda::missing_gpu_message(d.index);
+    TANDEM_CHECK(missing.empty(), "DataParallel: ", missing);
   }
 }
 
@@ -342,6 +350,7 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
   for (std::size_t r = 0; r < n; ++r) {
     Module& m = *replicas[r].module;
     if (r > 0) {
+      m.to(memory_of(s.devices[r]));
       m.load_state_dict(master_state);  // the broadcast; checks names and shapes
       for (auto& [name, p] : m.named_parameters()) {
         for (auto& [mname, mp] : master.named_parameters()) {
@@ -389,8 +398,10 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
   s.acc_coeff.assign(n, 0.0);
   s.stored_count.assign(n, 0);
   s.work.resize(n);
+  std::vector<bool> staged(n);
+  for (std::size_t r = 0; r < n; ++r) staged[r] = !s.devices[r].is_cpu();
   s.reducer = std::make_unique<parallel::HostReducer>(s.params, s.stored, s.options.bucket_bytes,
-                                                      s.options.on_bucket_reduced);
+                                                      s.options.on_bucket_reduced, staged);
   s.group = std::make_unique<parallel::ReplicaGroup>(n);
   if (s.options.split == SplitPolicy::Auto) {
     s.balancer = std::make_unique<parallel::AutoBalancer>(n, s.options.auto_split);
@@ -642,14 +653,18 @@ double DataParallel::step(optim::Optimizer& optimizer) {
   }
   std::int64_t total = 0;
   for (const auto& u : updates) total += u.numel;
+  // A master on a GPU: its update is queued by replica 0 alone (one kernel per range).
+  const std::size_t sharing = s.devices[0].is_cpu() ? n : 1;
   std::vector<double> secs(n, 0.0);
   const auto errors = s.threads_pool->run([&](std::size_t r) {
     const MemoryAccountScope charged(s.accounts[r]);
     const auto start = Clock::now();
     // Slice bounds rounded to 16 elements (a 64-byte line of float32): no line is shared.
+    if (r >= sharing) return;
     const auto bound = [&](std::size_t k) {
-      const std::int64_t at = total * static_cast<std::int64_t>(k) / static_cast<std::int64_t>(n);
-      return k == n ? total : at / 16 * 16;
+      const std::int64_t at =
+          total * static_cast<std::int64_t>(k) / static_cast<std::int64_t>(sharing);
+      return k == sharing ? total : at / 16 * 16;
     };
     const std::int64_t lo = bound(r), hi = bound(r + 1);
     std::int64_t offset = 0;

@@ -171,6 +171,13 @@ Tensor contribution_grad(const Contribution& c, std::size_t i,
   return stored[c.replica].at(static_cast<std::size_t>(c.stored))[i];
 }
 
+// A contiguous copy of g in host memory (a copy even when g already is one: a staged gradient
+// must not change when its replica's backward goes on).
+Tensor host_copy(const Tensor& g) {
+  Tensor host = g.device().is_cpu() ? contiguous_copy(g) : copy_to(g, kCPU);
+  return host.is_contiguous() ? host : contiguous_copy(host);
+}
+
 void check_operand(const Tensor& g, const Tensor& master, const char* what) {
   TANDEM_CHECK(g.shape() == master.shape() && g.dtype() == master.dtype(), "DataParallel: ", what,
                " gradient of shape ", show(g.shape()), " (", g.dtype(),
@@ -200,6 +207,8 @@ struct HostReducer::Job {
   };
   std::vector<Item> items;
   std::vector<Tensor> keep;  // outputs and contiguous copies the pointers refer to
+  // A staged master: (parameter, host sum) pairs, copied into the master's .grad at the end.
+  std::vector<std::pair<std::size_t, Tensor>> to_master;
   std::int64_t total = 0;
   int chunks = 0;
   std::atomic<std::size_t> arrivals{0};
@@ -210,6 +219,7 @@ struct HostReducer::Job {
   void reset() {
     items.clear();
     keep.clear();
+    to_master.clear();
     total = 0;
     chunks = 0;
     arrivals.store(0, std::memory_order_relaxed);
@@ -221,8 +231,14 @@ struct HostReducer::Job {
 
 HostReducer::HostReducer(const std::vector<std::vector<Tensor>>& params,
                          const std::vector<std::vector<std::vector<Tensor>>>& stored,
-                         std::size_t bucket_bytes, BucketReduced on_reduced)
-    : GradientReducer(params, stored, bucket_bytes), on_reduced_(std::move(on_reduced)) {
+                         std::size_t bucket_bytes, BucketReduced on_reduced,
+                         std::vector<bool> staged)
+    : GradientReducer(params, stored, bucket_bytes),
+      staged_(std::move(staged)),
+      on_reduced_(std::move(on_reduced)) {
+  if (staged_.empty()) staged_.assign(replicas(), false);
+  TANDEM_CHECK(staged_.size() == replicas(), "DataParallel: internal error, staging flags for ",
+               staged_.size(), " replicas, parameters for ", replicas());
   prepare();
 }
 
@@ -235,9 +251,35 @@ void HostReducer::prepare() {
   // count as reduced.
   set_up_.store(jobs_.size() - buckets().size(), std::memory_order_relaxed);
   reduced_.store(jobs_.size() - buckets().size(), std::memory_order_relaxed);
+  // Staging slots, one per contribution and parameter, each written by its replica's thread only;
+  // the plan's base (the master's gradient from before the cycle) is staged here, replicas idle.
+  const std::size_t nparams = params_[0].size();
+  host_grads_.assign(plan().contributions.size(), std::vector<Tensor>(nparams));
+  host_base_.assign(nparams, Tensor());
+  if (staged(0)) {
+    for (std::size_t i = 0; i < plan().base.size(); ++i) {
+      if (plan().base[i].defined()) host_base_[i] = host_copy(plan().base[i]);
+    }
+  }
+}
+
+void HostReducer::stage(std::size_t replica, std::size_t bucket) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<Contribution>& contributions = plan().contributions;
+  for (std::size_t k = 0; k < contributions.size(); ++k) {
+    const Contribution& c = contributions[k];
+    if (c.replica != replica || c.coeff == 0.0) continue;
+    for (std::size_t i : buckets()[bucket]) {
+      const Tensor g = contribution_grad(c, i, params_, stored_);
+      if (g.defined()) host_grads_[k][i] = host_copy(g);
+    }
+  }
+  reduce_s_[replica] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void HostReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
+  if (staged(replica)) stage(replica, bucket);
   Job& job = *jobs_[bucket];
   // acq_rel: this replica's gradients are published to, and the others' seen by, the last one.
   if (job.arrivals.fetch_add(1, std::memory_order_acq_rel) + 1 < replicas()) return;
@@ -276,9 +318,10 @@ void HostReducer::set_up(std::size_t bucket) {
   for (std::size_t i : buckets()[bucket]) {
     const Tensor& master = params_[0][i];
     Job::Item item;
-    for (const Contribution& c : p.contributions) {
+    for (std::size_t k = 0; k < p.contributions.size(); ++k) {
+      const Contribution& c = p.contributions[k];
       if (c.coeff == 0.0) continue;
-      Tensor g = contribution_grad(c, i, params_, stored_);
+      Tensor g = staged(c.replica) ? host_grads_[k][i] : contribution_grad(c, i, params_, stored_);
       if (!g.defined()) continue;
       check_operand(g, master, "a replica's");
       if (!g.is_contiguous()) {
@@ -288,7 +331,7 @@ void HostReducer::set_up(std::size_t bucket) {
       item.srcs.push_back(g.raw_data());
       item.coeffs.push_back(c.coeff);
     }
-    Tensor base = p.base[i];
+    Tensor base = staged(0) ? host_base_[i] : p.base[i];
     if (base.defined()) {
       check_operand(base, master, "the accumulated");
       if (!base.is_contiguous()) {
@@ -300,10 +343,17 @@ void HostReducer::set_up(std::size_t bucket) {
     if (item.srcs.empty() && !base.defined()) continue;  // no gradient anywhere: stays undefined
     TANDEM_CHECK(master.dtype() == DType::Float32 || master.dtype() == DType::Float64,
                  "DataParallel: cannot reduce gradients of dtype ", master.dtype());
-    Tensor out = master.grad();
-    if (!out.defined() || !out.is_contiguous()) {
-      out = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
-      master.set_grad(out);
+    Tensor out;
+    if (staged(0)) {  // summed on the host, copied into the master's .grad by the last chunk
+      out = empty(master.shape(), {.dtype = master.dtype()});
+      job.keep.push_back(out);
+      job.to_master.emplace_back(i, out);
+    } else {
+      out = master.grad();
+      if (!out.defined() || !out.is_contiguous()) {
+        out = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
+        master.set_grad(out);
+      }
     }
     item.out = out.raw_data();
     item.dtype = master.dtype();
@@ -351,6 +401,20 @@ void HostReducer::run_chunk(std::size_t replica, std::size_t bucket, int chunk) 
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // acq_rel: the last chunk's runner sees every other chunk's sums before handing the bucket on.
   if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 < job.chunks) return;
+  if (!job.to_master.empty()) {
+    const auto copy_start = std::chrono::steady_clock::now();
+    for (const auto& [i, sum] : job.to_master) {
+      const Tensor& master = params_[0][i];
+      Tensor grad = master.grad();
+      if (!grad.defined() || !grad.is_contiguous()) {
+        grad = empty(master.shape(), {.dtype = master.dtype(), .device = master.device()});
+        master.set_grad(grad);
+      }
+      copy_into(grad, sum);
+    }
+    reduce_s_[replica] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
+  }
   if (on_reduced_) {
     std::vector<Tensor> masters;
     for (std::size_t i : buckets()[bucket]) masters.push_back(params_[0][i]);

@@ -122,11 +122,18 @@ using BucketReduced = std::function<void(const std::vector<Tensor>& params)>;
 //     on cpu:2 (seed CNN, batch 64): the last-arriving replica was the same one step after step,
 //     and summing every bucket on it (0.28 ms per step) made it 0.7 ms slower than the other.
 // The result does not depend on who runs which chunk: each element's sum is the same expression.
+// Replicas whose gradients are not in host memory (GPU replicas; `staged[r]`) are reduced through
+// the host: each copies its bucket's gradients to host memory on its own thread as it completes
+// the bucket (the copy follows the backward's kernels on the device's stream), the sum runs on
+// the host as above, and when the master is staged its .grad receives the result by a copy once
+// the bucket's last chunk has run. The arithmetic is the CPU replicas', bit for bit; this is the
+// path of two replicas on one GPU and of a GPU with CPU replicas, which NCCL cannot reduce.
 class HostReducer final : public GradientReducer {
  public:
   HostReducer(const std::vector<std::vector<Tensor>>& params,
               const std::vector<std::vector<std::vector<Tensor>>>& stored,
-              std::size_t bucket_bytes, BucketReduced on_reduced = nullptr);
+              std::size_t bucket_bytes, BucketReduced on_reduced = nullptr,
+              std::vector<bool> staged = {});
   ~HostReducer() override;
 
   // Deferred mode: chunks wait for help() (else bucket_ready() runs them all).
@@ -147,8 +154,13 @@ class HostReducer final : public GradientReducer {
   struct Job;
   void set_up(std::size_t bucket);
   void run_chunk(std::size_t replica, std::size_t bucket, int chunk);
+  void stage(std::size_t replica, std::size_t bucket);  // its gradients to host memory
   bool eager() const { return on_reduced_ != nullptr || replicas() == 1; }
+  bool staged(std::size_t replica) const { return staged_[replica]; }
 
+  std::vector<bool> staged_;                     // [replica]
+  std::vector<std::vector<Tensor>> host_grads_;  // [contribution][param] staged copies
+  std::vector<Tensor> host_base_;                // [param] the staged plan base
   std::vector<std::unique_ptr<Job>> jobs_;  // [bucket]
   std::atomic<std::size_t> set_up_{0};      // buckets whose sum is set up
   std::atomic<std::size_t> reduced_{0};     // buckets whose every chunk has run

@@ -286,6 +286,10 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(c.micro_shard == 0 || !c.sync_batchnorm,
                "--micro-shard and --sync-batchnorm cannot be combined (global batch-norm "
                "statistics need every shard's forward before any backward)");
+  TANDEM_CHECK(c.split.kind != SplitKind::Auto || c.determinism != Determinism::Deterministic,
+               "--split auto and --deterministic cannot be combined: auto re-balances the shares "
+               "by measured step times, so the arithmetic (hence the weights) would depend on "
+               "timing; use --split even or proportions such as 3:1");
   TANDEM_CHECK(c.checkpoint_every >= 0, "--checkpoint-every: ", c.checkpoint_every,
                " is negative (0 means at each epoch's end)");
   TANDEM_CHECK(c.keep_checkpoints >= 1, "--keep-checkpoints: ", c.keep_checkpoints,

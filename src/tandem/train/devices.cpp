@@ -1,6 +1,7 @@
 // --devices parsing and the CPU report of `tandem devices`.
 #include "tandem/train/devices.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <set>
@@ -16,7 +17,8 @@
 namespace tandem::train {
 namespace {
 
-constexpr const char* kSpellings = "auto, cpu, cpu:N, cuda, cuda:I[,cuda:J...]";
+constexpr const char* kSpellings = "auto, cpu, cpu:N, cuda, or a list of cuda:I and cpu such as "
+                                   "cuda:0,cuda:1 or cuda:0,cuda:0,cpu";
 
 // The ISA extensions reported, in this order, with /proc/cpuinfo's flag names.
 constexpr const char* kIsaFlags[] = {"sse4_2",      "avx",         "avx2",     "fma",
@@ -49,11 +51,13 @@ void require_cuda(std::string_view spec, std::string_view device) {
 }  // namespace
 
 std::string DeviceLayout::describe() const {
+  const bool all_cpu = std::all_of(devices.begin(), devices.end(),
+                                   [](const Device& d) { return d.is_cpu(); });
   std::string out;
   for (const Device& d : devices) {
     if (!out.empty()) out += ",";
-    if (d.is_cpu()) {
-      out += devices.size() == 1 ? std::string("cpu") : "cpu:" + std::to_string(d.index);
+    if (d.is_cpu()) {  // among GPUs a CPU replica is "cpu", as --devices spells it
+      out += devices.size() == 1 || !all_cpu ? std::string("cpu") : "cpu:" + std::to_string(d.index);
     } else {
       out += d.str();
     }
@@ -101,24 +105,32 @@ DeviceLayout parse_devices(std::string_view spec) {
     for (int i = 0; i < cuda_device_count(); ++i) layout.devices.emplace_back(DeviceType::CUDA, i);
     return layout;
   }
-  std::set<int> seen;
+  // A list: one replica per item; a GPU listed twice carries two replicas, and each "cpu" is one
+  // more CPU replica (numbered in order).
+  int cpu_replicas = 0;
+  bool any_gpu = false;
   std::size_t start = 0;
   while (start <= spec.size()) {
     const std::size_t comma = spec.find(',', start);
     const std::string_view item =
         spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    TANDEM_CHECK(item.starts_with("cuda:"), "--devices ", spec, ": '", item,
-                 "' is not a device (expected ", kSpellings, ")");
-    const Device device(item);
-    require_cuda(spec, item);
-    const std::string missing = cuda::missing_gpu_message(device.index);
-    TANDEM_CHECK(missing.empty(), "--devices ", spec, ": ", missing);
-    TANDEM_CHECK(seen.insert(device.index).second, "--devices ", spec, ": ", item,
-                 " is listed twice");
-    layout.devices.push_back(device);
+    if (item == "cpu") {
+      layout.devices.emplace_back(DeviceType::CPU, cpu_replicas++);
+    } else {
+      TANDEM_CHECK(item.starts_with("cuda:"), "--devices ", spec, ": '", item,
+                   "' is not a device (expected ", kSpellings, ")");
+      const Device device(item);
+      require_cuda(spec, item);
+      const std::string missing = cuda::missing_gpu_message(device.index);
+      TANDEM_CHECK(missing.empty(), "--devices ", spec, ": ", missing);
+      layout.devices.push_back(device);
+      any_gpu = true;
+    }
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
+  TANDEM_CHECK(any_gpu, "--devices ", spec, ": a list needs a GPU (cuda:I); ", cpu_replicas,
+               " CPU replicas are spelled cpu:", cpu_replicas);
   return layout;
 }
 
