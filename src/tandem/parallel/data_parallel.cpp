@@ -15,6 +15,7 @@
 #include "tandem/autograd/grad_mode.h"
 #include "tandem/device/cpu_allocator.h"
 #include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/memory.h"
 #include "tandem/nn/modules/batchnorm.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/reducer.h"
@@ -563,6 +564,9 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
   s.target = &target;
   s.loss = &loss;
   for (const auto& account : s.accounts) account->reset_peak();
+  for (const Device& d : s.devices) {
+    if (d.is_cuda()) cuda::reset_peak_memory(d.index);
+  }
   std::vector<std::exception_ptr> errors = s.threads_pool->run([&s](std::size_t r) {
     try {
       const MemoryAccountScope charged(s.accounts[r]);
@@ -606,7 +610,9 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
     for (std::size_t j = 0; j < w.shards.size(); ++j)
       result.loss += w.shards[j].weight * w.losses[j];
     w.stats.wait_s += std::chrono::duration<double>(last - w.finished).count();
-    w.stats.peak_bytes = s.accounts[r]->peak.load();
+    // A GPU replica: its GPU's peak in use this step (shared by the replicas of one GPU).
+    w.stats.peak_bytes = s.devices[r].is_cuda() ? cuda::memory_stats(s.devices[r].index).peak_in_use
+                                                : s.accounts[r]->peak.load();
     result.devices.push_back(w.stats);
     s.stats.devices[r] += w.stats;
     samples[r] = w.stats.samples;

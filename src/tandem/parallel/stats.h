@@ -23,7 +23,8 @@ struct DeviceStats {
   double reduction_s = 0.0;  // summing gradient buckets (this replica completed them last)
   double optimizer_s = 0.0;  // the optimizer update (the master's device) and parameter broadcast
   double wait_s = 0.0;       // waiting for other replicas: collectives and the end of the step
-  std::size_t peak_bytes = 0;  // the most memory this replica held at once (summing: the max)
+  std::size_t peak_bytes = 0;  // the most memory this replica held at once (summing: the max);
+                               // a GPU replica: its GPU's, shared by the replicas of one GPU
   double busy_s() const { return forward_s + backward_s + reduction_s + optimizer_s; }
   DeviceStats& operator+=(const DeviceStats& other);
 };

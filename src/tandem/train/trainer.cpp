@@ -437,7 +437,8 @@ class DataParallelRunner final : public StepRunner {
       : dp_(std::move(model), layout.devices, std::move(factory),
             data_parallel_options(options, layout.devices.size())),
         criterion_(std::move(criterion)),
-        accumulate_(options.accumulate) {}
+        accumulate_(options.accumulate),
+        replica_labels_(replica_labels(layout.devices)) {}
 
   StepResult forward_backward(const data::Batch& batch) override {
     const nn::CrossEntropyLoss& criterion = criterion_;
@@ -465,9 +466,7 @@ class DataParallelRunner final : public StepRunner {
     }
     for (std::size_t d = 0; d < totals.size(); ++d) {
       const nn::DeviceStats& s = totals[d];
-      const Device device = dp_.devices()[d];
-      out.devices.push_back({.device = device.is_cpu() ? "cpu:" + std::to_string(device.index)
-                                                       : device.str(),
+      out.devices.push_back({.device = replica_labels_[d],
                              .samples = s.samples,
                              .seconds = s.forward_s + s.backward_s + s.reduction_s,
                              .forward_s = s.forward_s,
@@ -484,9 +483,30 @@ class DataParallelRunner final : public StepRunner {
   void optimizer_step(optim::Optimizer& optimizer) override { dp_.step(optimizer); }
 
  private:
+  // What the accounting calls each replica: cpu:N, cuda:I, or cuda:I[k] for the k-th of several
+  // replicas on one GPU.
+  static std::vector<std::string> replica_labels(const std::vector<Device>& devices) {
+    std::vector<std::string> labels;
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      const Device& device = devices[d];
+      if (device.is_cpu()) {
+        labels.push_back("cpu:" + std::to_string(device.index));
+        continue;
+      }
+      const auto same = [&](const Device& other) { return other == device; };
+      const auto before = std::count_if(devices.begin(), devices.begin() + d, same);
+      const bool shared = std::count_if(devices.begin(), devices.end(), same) > 1;
+      std::string label = device.str();
+      if (shared) label += '[' + std::to_string(before) + ']';
+      labels.push_back(std::move(label));
+    }
+    return labels;
+  }
+
   nn::DataParallel dp_;
   nn::CrossEntropyLoss criterion_;
   std::int64_t accumulate_;
+  std::vector<std::string> replica_labels_;
 };
 
 }  // namespace
