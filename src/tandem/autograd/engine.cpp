@@ -48,7 +48,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     if (!g.defined()) {
       TANDEM_CHECK(root.numel() == 1, "backward: a gradient must be given for a non-scalar "
                    "tensor of shape ", show(root.shape()));
-      g = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+      // Filled where the root lives (on a GPU: a kernel, no copy from the host to wait for).
+      g = empty(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+      ops::fill_(g, 1.0);
     } else {
       TANDEM_CHECK(g.shape() == root.shape(), "backward: gradient of shape ", show(g.shape()),
                    " for a tensor of shape ", show(root.shape()));

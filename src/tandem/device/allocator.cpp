@@ -47,4 +47,8 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
   backend(owner.type).copy(dst, dst_device, src, src_device, nbytes);
 }
 
+void device_zero(const Device& device, void* ptr, std::size_t nbytes) {
+  if (nbytes > 0) backend(device.type).zero(ptr, nbytes, device.index);
+}
+
 }  // namespace tandem

@@ -16,6 +16,9 @@ class DeviceBackend {
   // Copies nbytes from src (on src_device) to dst (on dst_device); one of them is this backend's.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     std::size_t nbytes) = 0;
+  // Sets nbytes at ptr (this backend's memory) to zero bits, in order with the work queued on the
+  // device (a GPU: on the current stream, without waiting for it).
+  virtual void zero(void* ptr, std::size_t nbytes, int index) = 0;
   virtual void synchronize(int index) = 0;
   virtual int device_count() const = 0;
 };
@@ -32,5 +35,6 @@ void* device_allocate(const Device& device, std::size_t nbytes);
 void device_free(const Device& device, void* ptr, std::size_t nbytes);
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device,
                  std::size_t nbytes);
+void device_zero(const Device& device, void* ptr, std::size_t nbytes);
 
 }  // namespace tandem

@@ -122,6 +122,8 @@ void CpuBackend::deallocate(void* ptr, std::size_t nbytes, int /*index*/) {
   std::free(ptr);
 }
 
+void CpuBackend::zero(void* ptr, std::size_t nbytes, int) { std::memset(ptr, 0, nbytes); }
+
 void CpuBackend::copy(void* dst, Device, const void* src, Device, std::size_t nbytes) {
   if (nbytes) std::memcpy(dst, src, nbytes);
 }

@@ -68,6 +68,7 @@ class CpuBackend final : public DeviceBackend {
   void deallocate(void* ptr, std::size_t nbytes, int index) override;
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
             std::size_t nbytes) override;
+  void zero(void* ptr, std::size_t nbytes, int) override;
   void synchronize(int) override {}
   int device_count() const override { return 1 << 16; }  // cpu:N are replicas, not hardware
 

@@ -1,10 +1,12 @@
-// Factories. Values are produced on the host and copied when another device is asked for.
+// Factories. Values are produced on the host and copied when another device is asked for; zeros
+// are set where the tensor lives.
 #include "tandem/tensor/factories.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "tandem/base/dispatch.h"
+#include "tandem/device/allocator.h"
 
 namespace tandem {
 namespace {
@@ -56,13 +58,17 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
 }
 
 Tensor zeros(const Shape& shape, const TensorOptions& options) {
+  // All-zero bits are 0 in every dtype: a memset on the host, queued on the device elsewhere.
   if (options.device.is_cpu()) {
     Tensor t = host_empty(shape, options.dtype);
-    if (t.nbytes()) std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+    if (t.nbytes()) std::memset(t.raw_data(), 0, t.nbytes());
     if (options.requires_grad) t.set_requires_grad(true);
     return t;
   }
-  return generate(shape, options, [](std::int64_t) { return 0.0; });
+  Tensor t = empty(shape, {.dtype = options.dtype, .device = options.device});
+  device_zero(options.device, t.raw_data(), t.nbytes());
+  if (options.requires_grad) t.set_requires_grad(true);
+  return t;
 }
 
 Tensor full(const Shape& shape, double value, const TensorOptions& options) {

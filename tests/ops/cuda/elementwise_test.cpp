@@ -32,6 +32,18 @@ TEST(CudaElementwise, BinaryOpsBroadcastLikeTheCpu) {
                        ops::binary(ops::BinaryOp::Mul, m, nt)));
 }
 
+TEST(CudaElementwise, ZerosAreSetOnTheGpuEvenInReusedMemory) {
+  TANDEM_REQUIRE_GPU();
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Int64}) {
+    {  // a block of the caching allocator left full of ones, then handed out again
+      const Tensor ones_block = ones({4099}, {.dtype = dtype, .device = testing::kGpu});
+    }
+    const Tensor z = zeros({4099}, {.dtype = dtype, .device = testing::kGpu});
+    const std::vector<double> host = z.to(kCPU).to(DType::Float64).to_vector<double>();
+    EXPECT_EQ(host, std::vector<double>(4099, 0.0)) << dtype;
+  }
+}
+
 TEST(CudaElementwise, MapsAndUnaryOpsMatchTheCpu) {
   TANDEM_REQUIRE_GPU();
   const Tensor x = random_cpu({5, 33}, 5, -3.0, 3.0);

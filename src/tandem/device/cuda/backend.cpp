@@ -42,6 +42,12 @@ class CudaBackend final : public DeviceBackend {
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
+  void zero(void* ptr, std::size_t nbytes, int index) override {
+    check_index(index);
+    const DeviceGuard guard(index);
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(ptr, 0, nbytes, current_stream(index)));
+  }
+
   void synchronize(int index) override {
     check_index(index);
     const DeviceGuard guard(index);

@@ -1,9 +1,11 @@
 // Cross-entropy on a GPU: log_softmax over classes (softmax.cu), the negative log-likelihood with
 // PyTorch 1.13's label smoothing, and its backward, as cpu/cross_entropy.cpp (float32, float64).
 // The loss is reduced in a fixed order (per-row values, then one block's tree), so it is the same
-// on every run. The target check waits for the GPU (an out-of-range class must throw here).
+// on every run. The target check waits for the GPU (an out-of-range class must throw here); the
+// backward of a forward on the same thread and target skips it (one wait per step, not two).
 // Shapes: logits and log_probs (N, L), target (N) int64 class indices in [0, L), on the same GPU.
 #include <cstdint>
+#include <memory>
 
 #include "tandem/base/dispatch.h"
 #include "tandem/ops/cuda/cuda_ops.h"
@@ -25,9 +27,28 @@ __global__ void find_bad_target(const std::int64_t* target, std::int64_t n, std:
   }
 }
 
-// Checks the logits / target pair and the class indices (waiting for the GPU); returns the target
-// contiguous. `logits` is the logits or the log-probabilities, (N, L).
-Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target) {
+// The target the last check on this thread passed: autograd runs a backward on the thread of its
+// forward with the same target, so the backward need not wait for the GPU again. The storage is
+// held weakly: a freed one (its address perhaps reused) never matches.
+struct PassedTarget {
+  std::weak_ptr<Storage> storage;
+  std::int64_t offset = 0;
+  Shape shape;
+  Strides strides;
+  std::int64_t classes = 0;
+
+  bool matches(const Tensor& target, std::int64_t n_classes) const {
+    const std::shared_ptr<Storage> held = storage.lock();
+    return held && held == target.storage() && offset == target.offset() &&
+           shape == target.shape() && strides == target.strides() && classes == n_classes;
+  }
+};
+thread_local PassedTarget passed_target;
+
+// Checks the logits / target pair and the class indices (waiting for the GPU, unless `reuse` and
+// this thread's last check passed this very target); returns the target contiguous. `logits` is
+// the logits or the log-probabilities, (N, L).
+Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target, bool reuse) {
   TANDEM_CHECK(logits.dim() == 2, op, ": expected logits (N, L), got ", show(logits.shape()));
   TANDEM_CHECK(target.defined(), op, ": the target is undefined");
   TANDEM_CHECK(target.dtype() == DType::Int64, op,
@@ -39,7 +60,7 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
   const OnDevice on(target);
   Tensor t = contig(target);
   const std::int64_t n = t.numel(), classes = logits.size(1);
-  if (n == 0) return t;
+  if (n == 0 || (reuse && passed_target.matches(target, classes))) return t;
   Tensor flag = new_like({1}, t);  // int64, read as unsigned
   auto* pflag = ptr<unsigned long long>(flag);
   TANDEM_CUDA_CHECK(cudaMemsetAsync(pflag, 0xff, sizeof(unsigned long long), on.stream()));
@@ -58,6 +79,11 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
     TANDEM_FAIL(op, ": target ", value, " at index ", i, " is out of range for ", classes,
                 " classes (logits ", show(logits.shape()), ")");
   }
+  passed_target = {.storage = target.storage(),
+                   .offset = target.offset(),
+                   .shape = target.shape(),
+                   .strides = target.strides(),
+                   .classes = classes};
   return t;
 }
 
@@ -144,7 +170,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_sm
   const char* op = "cross_entropy";
   check_gpu_operands(op, {&logits});
   check_smoothing(op, label_smoothing);
-  const Tensor t = checked_target(op, logits, target);
+  const Tensor t = checked_target(op, logits, target, /*reuse=*/false);
   const OnDevice on(logits);
   Tensor lp = cuda::log_softmax(logits, 1);
   const std::int64_t n = lp.size(0), classes = lp.size(1);
@@ -172,7 +198,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
   check_smoothing(op, label_smoothing);
   TANDEM_CHECK(grad_loss.numel() == 1, op, ": expected a one-element loss gradient, got ",
                show(grad_loss.shape()));
-  const Tensor t = checked_target(op, log_probs, target);
+  const Tensor t = checked_target(op, log_probs, target, /*reuse=*/true);
   const OnDevice on(log_probs);
   const Tensor lp = contig(log_probs);
   const Tensor gl = contig(grad_loss);
