@@ -136,6 +136,30 @@ TEST(Page, FullRunEmptyRunAndOddNames) {
   EXPECT_NE(odd.find("no run line"), std::string::npos);
 }
 
+TEST(Page, GpuReadingsAreParsedAndDrawnBesideTheShares) {
+  const std::string gpu_lines =
+      R"({"kind":"gpu","step":1,"device":"cuda:0","gpu_percent":90,"memory_percent":40,)"
+      R"("memory_used":2147483648,"memory_total":8589934592,"power_w":300.5,"time":1001.0})" "\n"
+      R"({"kind":"gpu","step":2,"device":"cuda:0","gpu_percent":70,"memory_percent":30,)"
+      R"("memory_used":3221225472,"memory_total":8589934592,"time":1001.5})" "\n";
+  const RunData run = parse_metrics(kRunLine + step_line(1, 1.5, 0.04) + gpu_lines);
+  ASSERT_EQ(run.gpu.size(), 2u);
+  EXPECT_EQ(run.gpu[0].step, 1);
+  EXPECT_EQ(run.gpu[0].device, "cuda:0");
+  EXPECT_DOUBLE_EQ(run.gpu[0].gpu_percent, 90);
+  EXPECT_DOUBLE_EQ(*run.gpu[0].power_w, 300.5);
+  EXPECT_FALSE(run.gpu[1].power_w.has_value());
+  EXPECT_EQ(run.skipped_lines, 0u);
+  const std::string page = render_html(run, "gpu");
+  EXPECT_NE(page.find("GPU usage (NVML readings)"), std::string::npos);
+  EXPECT_NE(page.find("cuda:0 kernels busy"), std::string::npos);
+  EXPECT_NE(page.find("GPU memory at peak (NVML, every process): cuda:0 3.0 of 8.0 GiB"),
+            std::string::npos);
+  // A run without readings has no such figure.
+  EXPECT_EQ(render_html(parse_metrics(kRunLine + step_line(1, 1.5, 0.04)), "cpu").find("GPU usage"),
+            std::string::npos);
+}
+
 TEST(Page, SmoothingAndDurations) {
   const std::vector<double> s = smooth({1, 1, 1}, 0.8);
   for (const double v : s) EXPECT_NEAR(v, 1.0, 1e-12);  // debiased: a constant stays put

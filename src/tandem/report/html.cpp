@@ -1,6 +1,7 @@
 // Page assembly: summary, training curves and the confusion matrix, devices' shares.
 #include "tandem/report/html.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
@@ -178,6 +179,45 @@ std::string training_charts(const RunData& run) {
   return out + "</div>";
 }
 
+// The GPUs' own figures (NVML), beside tandem's shares: how busy each GPU's kernels and memory
+// were over the run, and the most memory it held. Nothing for a run without "gpu" lines.
+std::string gpu_usage_figure(const RunData& run) {
+  if (run.gpu.empty()) return "";
+  std::vector<std::string> names;
+  std::vector<Series> series;
+  std::vector<double> peak;
+  double total = 0;
+  const double start = run.gpu.front().time;
+  for (const GpuRecord& g : run.gpu) {
+    auto it = std::find(names.begin(), names.end(), g.device);
+    const auto i = static_cast<std::size_t>(it - names.begin());
+    if (it == names.end()) {
+      names.push_back(g.device);
+      series.push_back(Series{.label = g.device + " kernels busy", .colour = palette(2 * i)});
+      series.push_back(Series{.label = g.device + " memory busy", .colour = palette(2 * i + 1)});
+      peak.push_back(0);
+    }
+    series[2 * i].x.push_back(g.time - start);
+    series[2 * i].y.push_back(g.gpu_percent / 100);
+    series[2 * i + 1].x.push_back(g.time - start);
+    series[2 * i + 1].y.push_back(g.memory_percent / 100);
+    peak[i] = std::max(peak[i], g.memory_used);
+    total = std::max(total, g.memory_total);
+  }
+  std::string note = "<p>GPU memory at peak (NVML, every process): ";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    note += (i ? ", " : "") + xml_escape(names[i]) + " " + format_fixed(peak[i] / kGiB, 1) +
+            " of " + format_fixed(total / kGiB, 1) + " GiB";
+  }
+  return figure(line_chart(series, {.title = "GPU usage (NVML readings)",
+                                    .x_label = "time since the first reading (s)",
+                                    .y_label = "busy",
+                                    .y_percent = true,
+                                    .y_from_zero = true})) +
+         note + ".</p>";
+}
+
 std::string device_section(const RunData& run) {
   std::vector<Slice> samples, busy;
   std::vector<StackedBar> bars;
@@ -206,6 +246,7 @@ std::string device_section(const RunData& run) {
   out += "</div><div class=\"pair\">";
   std::vector<std::string> phases(std::begin(kPhaseNames), std::end(kPhaseNames));
   out += figure(stacked_bars(bars, phases, "Where each device's time went", "s"));
+  out += gpu_usage_figure(run);
   const ShareTable table = share_table(run.devices);
   out += "<div class=\"table-wrap\"><table><thead><tr>";
   for (const std::string& h : table.header) out += "<th>" + xml_escape(h) + "</th>";

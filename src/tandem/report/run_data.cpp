@@ -153,6 +153,17 @@ RunData parse_metrics(std::string_view text) {
           run.confusion_epoch = e.epoch;
         }
         run.epochs.push_back(e);
+      } else if (kind == "gpu") {
+        GpuRecord g;
+        g.step = j.at("step").get<std::int64_t>();
+        g.device = j.at("device").get<std::string>();
+        g.gpu_percent = field<double>(j, "gpu_percent", 0);
+        g.memory_percent = field<double>(j, "memory_percent", 0);
+        g.memory_used = field<double>(j, "memory_used", 0);
+        g.memory_total = field<double>(j, "memory_total", 0);
+        g.power_w = optional_field<double>(j, "power_w");
+        g.time = time;
+        run.gpu.push_back(std::move(g));
       }
       if (time > 0) segment_last = std::max(segment_last, time);
     } catch (const Json::exception&) {

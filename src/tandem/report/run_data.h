@@ -74,10 +74,23 @@ struct DeviceTotals {
   double total_s() const { return data_s + busy_s() + wait_s; }
 };
 
+// A "gpu" line: one NVML reading of one GPU, taken while `step` ran.
+struct GpuRecord {
+  std::int64_t step = 0;
+  std::string device;         // "cuda:0"
+  double gpu_percent = 0;     // of the sample period with a kernel running
+  double memory_percent = 0;  // of the sample period with device memory read or written
+  double memory_used = 0;     // bytes, every process's
+  double memory_total = 0;
+  std::optional<double> power_w;
+  double time = 0;
+};
+
 struct RunData {
   std::vector<RunStart> starts;  // in file order; empty for a file written before run lines
   std::vector<StepRecord> steps;
   std::vector<EpochRecord> epochs;
+  std::vector<GpuRecord> gpu;  // empty for a run without GPUs or without NVML
   std::vector<DeviceTotals> devices;  // in order of first appearance
   std::vector<std::vector<std::int64_t>> confusion;  // (L, L) of the last evaluation; may be empty
   std::int64_t confusion_epoch = 0;

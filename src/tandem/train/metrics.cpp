@@ -107,6 +107,20 @@ std::string to_json_line(const EpochMetrics& m) {
   return j.dump();
 }
 
+std::string to_json_line(const GpuSample& s, std::int64_t step) {
+  Json j;
+  j["kind"] = "gpu";
+  j["step"] = step;
+  j["device"] = s.device;
+  j["gpu_percent"] = s.reading.gpu_percent;
+  j["memory_percent"] = s.reading.memory_percent;
+  j["memory_used"] = s.reading.memory_used;
+  j["memory_total"] = s.reading.memory_total;
+  if (s.reading.power_watts) j["power_w"] = *s.reading.power_watts;
+  j["time"] = s.time;
+  return j.dump();
+}
+
 MetricsWriter::MetricsWriter(const std::string& path, MetricsOpen mode)
     : path_(path),
       out_(path, mode == MetricsOpen::Append ? std::ios::app : std::ios::trunc) {
@@ -116,6 +130,9 @@ MetricsWriter::MetricsWriter(const std::string& path, MetricsOpen mode)
 void MetricsWriter::write(const RunMetrics& m) { write_line(to_json_line(m)); }
 void MetricsWriter::write(const StepMetrics& m) { write_line(to_json_line(m)); }
 void MetricsWriter::write(const EpochMetrics& m) { write_line(to_json_line(m)); }
+void MetricsWriter::write(const GpuSample& s, std::int64_t step) {
+  write_line(to_json_line(s, step));
+}
 
 void MetricsWriter::write_line(const std::string& line) {
   out_ << line << '\n';

@@ -1,6 +1,7 @@
 // metrics.jsonl: one JSON object per line, "kind": "run" when a run starts or resumes (what it
-// trains on what), "kind": "step" after each optimizer step and "kind": "epoch" after each
-// evaluation, each flushed as written so a crash loses at most a line. Not a report generator:
+// trains on what), "kind": "step" after each optimizer step, "kind": "epoch" after each
+// evaluation and "kind": "gpu" for each NVML reading of a GPU (train/gpu_usage.h), written with
+// the step it was taken during; each flushed as written so a crash loses at most a line. Not a report generator:
 // report/ rebuilds report.html from this file alone.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tandem/report/run_data.h"
+#include "tandem/train/gpu_usage.h"
 
 namespace tandem::train {
 
@@ -67,6 +69,7 @@ struct EpochMetrics {
 std::string to_json_line(const RunMetrics& m);
 std::string to_json_line(const StepMetrics& m);
 std::string to_json_line(const EpochMetrics& m);
+std::string to_json_line(const GpuSample& s, std::int64_t step);
 
 enum class MetricsOpen : std::uint8_t { Truncate, Append };
 
@@ -76,6 +79,7 @@ class MetricsWriter {
   void write(const RunMetrics& m);
   void write(const StepMetrics& m);
   void write(const EpochMetrics& m);
+  void write(const GpuSample& s, std::int64_t step);
   const std::string& path() const { return path_; }
 
  private:

@@ -19,6 +19,8 @@
 #include "tandem/base/rng.h"
 #include "tandem/data/data_loader.h"
 #include "tandem/data/data_spec.h"
+#include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/nvml.h"
 #include "tandem/io/safetensors.h"
 #include "tandem/optim/optim.h"
 #include "tandem/parallel/data_parallel.h"
@@ -26,6 +28,7 @@
 #include "tandem/report/tfevents.h"
 #include "tandem/train/auto_devices.h"
 #include "tandem/train/distributed.h"
+#include "tandem/train/gpu_usage.h"
 #include "tandem/train/models.h"
 #include "tandem/train/run_dir.h"
 #include "tandem/train/run_report.h"
@@ -797,6 +800,29 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                              (rank_split ? "; each global batch shared among the processes: " +
                                                split_name(c.split)
                                          : ""));
+  // The GPUs' own figures, sampled through NVML while the steps run (rank 0's GPUs).
+  std::optional<cuda::Nvml> nvml;
+  std::unique_ptr<GpuUsageSampler> gpu_usage;
+  if (writer) {
+    std::vector<GpuUsageSampler::Gpu> gpus;
+    for (const Device& d : layout.devices) {
+      const bool seen = std::any_of(gpus.begin(), gpus.end(), [&](const auto& g) {
+        return g.device == d.str();
+      });
+      if (d.is_cuda() && !seen) gpus.push_back({d.str(), cuda::gpu_info(d.index).pci_bus_id});
+    }
+    if (!gpus.empty()) {
+      nvml.emplace();
+      if (nvml->available()) {
+        gpu_usage = std::make_unique<GpuUsageSampler>(
+            std::move(gpus), [&nvml](const std::string& bus) { return nvml->read(bus); },
+            std::chrono::milliseconds(500));
+        console.stage("gpu usage", "NVML readings every 0.5 s into " + run.metrics());
+      } else {
+        console.note("gpu usage: not measured (NVML: " + nvml->reason() + ")");
+      }
+    }
+  }
 
   StopSignals signals;
   TrainOutcome outcome;
@@ -846,6 +872,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                            .accuracy = fraction(r.correct, r.samples),
                            .time = report::unix_time()};
       if (metrics) metrics->write(sm);
+      if (metrics && gpu_usage) {
+        for (const GpuSample& sample : gpu_usage->take()) metrics->write(sample, step);
+      }
       if (reporter) reporter->step(sm);
       console.progress({.step = step,
                         .total_steps = total_steps,
@@ -926,6 +955,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
     outcome.final_eval = last_eval;
     console.note("test loss " + fixed(last_eval->loss, 4) + ", test accuracy " +
                  fixed(100 * last_eval->accuracy, 2) + "%");
+  }
+  if (gpu_usage) {
+    for (const GpuUsageSummary& s : gpu_usage->summary()) console.note("gpu usage: " + describe(s));
   }
   console.stage("save", run.model());
   if (writer) {
