@@ -1,12 +1,13 @@
 // Training throughput of tandem on Fashion-MNIST for the reference models (seed CNN, CNN, MLP),
 // printing one JSON line per epoch in the same form as ../shared/anchors/pytorch_fmnist.py, so
-// bench/compare can put both side by side. The step goes through the trainer's step runner, as
-// in `tandem train`: one device, or DataParallel replicas with --devices cpu:N. A benchmark, not
-// a test. Each line also gives startup_s: from the process's start (as the kernel records it) to
+// bench/compare can put both side by side; or on any --data spec (synthetic:3x32x32:10:N for
+// ResNet-8 on CIFAR-shaped data, against bench/pytorch_synthetic.py). The step goes through the
+// trainer's step runner, as in `tandem train`: one device (cpu, cuda:0), or DataParallel replicas
+// with --devices cpu:N or a list. A benchmark, not a test. Each line also gives startup_s: from the process's start (as the kernel records it) to
 // the end of the first training step, less data_read_s, the time spent reading the dataset files.
-// Usage: train_throughput [--model seed-cnn|cnn|mlp] [--batch-size 64] [--epochs 1]
-//                         [--max-steps N] [--threads N] [--devices cpu|cpu:N] [--seed 0]
-//                         [--split even|auto|3:2]
+// Usage: train_throughput [--model seed-cnn|cnn|mlp|resnet8] [--batch-size 64] [--epochs 1]
+//                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
+//                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
 #include <omp.h>
 #include <unistd.h>
 
@@ -46,7 +47,7 @@ double seconds_since_process_start() {
 }
 
 int main(int argc, char** argv) {
-  std::string model_name = "seed-cnn", devices = "cpu", split = "even";
+  std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     else if (flag == "--seed") seed = std::atol(v);
     else if (flag == "--devices") devices = v;
     else if (flag == "--split") split = v;
+    else if (flag == "--data") data = v;
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
       return 2;
@@ -70,10 +72,22 @@ int main(int argc, char** argv) {
   std::shared_ptr<tn::nn::Module> model;
   std::unique_ptr<tn::train::StepRunner> runner;
   tn::train::DeviceLayout layout;
+  std::shared_ptr<const tn::data::Dataset> train, test;
+  tn::train::InputSpec input;
+  const auto read_start = std::chrono::steady_clock::now();
+  try {
+    train = tn::data::parse_data_spec(data, tn::data::Split::Train);
+    test = tn::data::parse_data_spec(data, tn::data::Split::Test);
+    input = {.sample_shape = train->get(0).data.shape(), .classes = train->num_classes()};
+  } catch (const tn::Error& e) {
+    std::fprintf(stderr, "train_throughput: %s\n", e.what());
+    return 2;
+  }
+  const double data_read_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - read_start).count();
   try {
     // The same registry `tandem train --model` uses (the anchor script's architectures).
     const tn::train::ModelKind kind = tn::train::parse_model_kind(model_name);
-    const tn::train::InputSpec input{.sample_shape = {1, 28, 28}, .classes = 10};
     model = tn::train::make_model(kind, input);
     layout = tn::train::parse_devices(devices);
     runner = tn::train::make_step_runner(
@@ -85,17 +99,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const auto read_start = std::chrono::steady_clock::now();
-  auto train = tn::data::fashion_mnist("", tn::data::Split::Train);
-  auto test = tn::data::fashion_mnist("", tn::data::Split::Test);
-  const double data_read_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - read_start).count();
   double startup_s = -1;
   tn::data::DataLoader loader(train, {.batch_size = batch_size, .shuffle = true,
                                       .num_workers = 0, .seed = static_cast<std::uint64_t>(seed),
-                                      .transforms = {tn::data::ToFloat()}});
+                                      .transforms = tn::data::default_transforms(data, /*normalize=*/false)});
   tn::data::DataLoader test_loader(test, {.batch_size = 1000,
-                                          .transforms = {tn::data::ToFloat()}});
+                                          .transforms = tn::data::default_transforms(data, /*normalize=*/false)});
   const double lr = model_name == "seed-cnn" ? 0.001 : 0.01;
   tn::optim::SGD opt(model->parameters(), {.lr = lr, .momentum = 0.9});
 
@@ -115,24 +124,14 @@ int main(int argc, char** argv) {
       if (++step == max_steps) break;
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    model->eval();
-    long correct = 0, count = 0;
-    {
-      tn::NoGradGuard no_grad;
-      for (auto& [data, target] : test_loader) {
-        tn::Tensor pred = tn::train::forward_in_chunks(*model, data).argmax(1);
-        const auto p = pred.to_vector<std::int64_t>();
-        const auto t = target.to_vector<std::int64_t>();
-        for (std::size_t i = 0; i < p.size(); ++i) correct += p[i] == t[i];
-        count += static_cast<long>(p.size());
-      }
-    }
+    const tn::train::EvalResult eval =
+        tn::train::evaluate(*model, test_loader, input.classes, layout.devices.front());
     std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"%s\", \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
                 "\"loss\": %.4f, \"test_accuracy\": %.4f, \"startup_s\": %.3f, \"data_read_s\": %.3f}\n",
                 model_name.c_str(), devices.c_str(), batch_size,
                 threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1, seen / dt, dt,
-                total / static_cast<double>(seen), static_cast<double>(correct) / count, startup_s,
+                total / static_cast<double>(seen), eval.accuracy, startup_s,
                 data_read_s);
     std::fflush(stdout);
     if (step == max_steps) break;

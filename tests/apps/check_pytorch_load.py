@@ -9,7 +9,10 @@ numpy only (no `safetensors` package needed). Exit 0 on agreement; prints what d
 """
 import argparse, json, os, struct, sys
 import numpy as np
-import torch, torch.nn as nn
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from torch_models import CNN, MLP, ResNet8, SeedCNN  # noqa: E402
 
 DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32, "U8": np.uint8}
 
@@ -35,77 +38,6 @@ def read_idx(path):
     ndim = raw[3]
     dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-class SeedCNN(nn.Module):  # the seed document's Net
-    def __init__(self, c, h, w, classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, 16, 3, 1, 1)
-        self.conv2 = nn.Conv2d(16, 32, 3, 1, 1)
-        self.fc = nn.Linear(32 * h * w, classes)
-
-    def forward(self, x):
-        x = self.conv2(self.conv1(x))
-        return self.fc(x.view(x.size(0), -1))
-
-
-class MLP(nn.Module):  # the second seed document's MyModel
-    def __init__(self, d, classes):
-        super().__init__()
-        self.fc1 = nn.Linear(d, 50)
-        self.fc2 = nn.Linear(50, classes)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
-
-
-class CNN(nn.Module):  # the anchor script's CNN
-    def __init__(self, c, h, w, classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, 32, 3, 1, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1, 1)
-        self.fc1 = nn.Linear(64 * (h // 4) * (w // 4), 128)
-        self.fc2 = nn.Linear(128, classes)
-
-    def forward(self, x):
-        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
-        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
-        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
-
-
-class BasicBlock(nn.Module):  # torchvision's
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = nn.Sequential()
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                            nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return torch.relu(out + self.downsample(x))
-
-
-class ResNet8(nn.Module):
-    def __init__(self, c, classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        self.layer1 = nn.Sequential(BasicBlock(16, 16, 1))
-        self.layer2 = nn.Sequential(BasicBlock(16, 32, 2))
-        self.layer3 = nn.Sequential(BasicBlock(32, 64, 2))
-        self.fc = nn.Linear(64, classes)
-
-    def forward(self, x):
-        x = torch.relu(self.bn1(self.conv1(x)))
-        x = self.layer3(self.layer2(self.layer1(x)))
-        x = torch.nn.functional.adaptive_avg_pool2d(x, 1)
-        return self.fc(x.flatten(1))
 
 
 def check(model_name, weights, expect_path, x, labels):
