@@ -22,6 +22,7 @@
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/nvml.h"
 #include "tandem/io/safetensors.h"
+#include "tandem/ops/ops.h"
 #include "tandem/optim/optim.h"
 #include "tandem/parallel/data_parallel.h"
 #include "tandem/parallel/replica_threads.h"
@@ -371,13 +372,22 @@ StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
   StepResult r;
   r.samples = batch.target.size(0);
   double forward_s = 0, backward_s = 0;
-  // Forward, loss and the batch's correct predictions, timed apart from the backward.
+  // The batch's correct predictions, counted where the logits are and read back with the loss at
+  // the end: on a GPU, reading them after the forward would make the CPU wait for it before
+  // queueing the backward.
+  Tensor correct;
+  // Forward, loss and the correct predictions, timed apart from the backward.
   const auto forward = [&](const data::Batch& b) {
     const auto start = Clock::now();
     const Tensor target = b.target.to(device_);
     const Tensor logits = (*model_)(b.data.to(device_));
     Tensor loss = criterion_(logits, target);
-    r.correct += correct_predictions(logits, target);
+    {
+      NoGradGuard no_grad;
+      const Tensor hits = ops::sum(
+          ops::cast(ops::equal(logits.argmax(1), target), DType::Float64), {}, false);
+      correct = correct.defined() ? ops::binary(ops::BinaryOp::Add, correct, hits) : hits;
+    }
     forward_s += seconds_since(start);
     return loss;
   };
@@ -401,6 +411,7 @@ StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
       r.loss += weight * loss.to(kCPU).item();
     }
   }
+  r.correct = static_cast<std::int64_t>(correct.to(kCPU).item());
   const std::string name = device_.is_cpu() ? std::string("cpu") : device_.str();
   r.devices.push_back({.device = name, .samples = r.samples, .seconds = forward_s + backward_s,
                        .forward_s = forward_s, .backward_s = backward_s});

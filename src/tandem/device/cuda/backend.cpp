@@ -1,12 +1,17 @@
 // The CUDA backend of the device table (allocator.h): memory from each GPU's caching allocator on
-// the calling thread's current stream; copies ordered on the current streams and finished before
-// returning when host memory or another GPU takes part. Registered at start-up (see CMakeLists).
+// the calling thread's current stream; copies ordered on the current streams. A copy from the host
+// goes through a pinned staging block and is not waited for (the host memory is free on return;
+// later work on the stream sees the data); a copy to the host, or from another GPU, is finished
+// before returning. Registered at start-up (see CMakeLists).
 #include <cuda_runtime.h>
+
+#include <cstring>
 
 #include "tandem/device/allocator.h"
 #include "tandem/device/cuda/caching_allocator.h"
 #include "tandem/device/cuda/check.h"
 #include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/pinned_staging.h"
 #include "tandem/device/cuda/stream.h"
 
 namespace tandem::cuda {
@@ -31,13 +36,28 @@ class CudaBackend final : public DeviceBackend {
       return;
     }
     // Host <-> GPU: on the GPU's current stream, after the work queued there (which may produce
-    // or still read the GPU memory); finished before returning, since the host memory may be
-    // pageable or freed as soon as we return.
+    // or still read the GPU memory).
     const int gpu = dst_device.is_cuda() ? dst_device.index : src_device.index;
     const cudaMemcpyKind kind =
         dst_device.is_cuda() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     const DeviceGuard guard(gpu);
     const cudaStream_t stream = current_stream(gpu);
+    // To the GPU: staged, so that the CPU need not wait for the GPU to catch up (a batch's upload
+    // would otherwise wait for the previous step's kernels).
+    if (kind == cudaMemcpyHostToDevice) {
+      PinnedStaging& staging = pinned_staging();
+      if (PinnedStaging::Block* block = staging.acquire(gpu, nbytes)) {
+        void* pinned = PinnedStaging::data(block);
+        std::memcpy(pinned, src, nbytes);
+        const cudaError_t queued = cudaMemcpyAsync(dst, pinned, nbytes, kind, stream);
+        staging.release_after(block, stream);  // after a failed queueing too: the block is free
+        detail::check_cuda(queued, "cudaMemcpyAsync(dst, pinned, nbytes, HostToDevice, stream)",
+                           __FILE__, __LINE__);
+        return;
+      }
+    }
+    // Otherwise finished before returning: the host memory may be pageable, or read as soon as
+    // we return.
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
