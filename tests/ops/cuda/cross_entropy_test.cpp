@@ -1,6 +1,6 @@
 // CUDA cross-entropy (cross_entropy.cu) against the CPU kernel on the same inputs: mean and sum,
 // label smoothing 0 and 0.1, the log-probabilities, the backward, float64, and the error for a
-// class index out of range (the CPU's message, forward and backward).
+// class index out of range (the CPU's message, forward and backward, at the next wait for the GPU).
 // Shapes: logits (N, L), target (N) int64.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 
 #include "errors.h"
 #include "parity.h"
+#include "tandem/device/cuda/deferred_checks.h"
 #include "tandem/ops/cuda/cuda_ops.h"
 #include "tandem/ops/ops.h"
 
@@ -73,16 +74,20 @@ TEST(CudaCrossEntropy, TargetOutOfRangeIsTheCpuError) {
   const std::string expected = "cross_entropy: target 10 at index 5 is out of range for 10 classes";
   testing::expect_contains(
       testing::error_of([&] { ops::cross_entropy(logits, target, 0.0, true, nullptr); }), expected);
+  // On the GPU the indices are checked without waiting: the call returns, and the error comes at
+  // this thread's next wait for the GPU (here, reading the loss).
   const Tensor g_logits = on_gpu(logits), g_target = on_gpu(target);
-  testing::expect_contains(
-      testing::error_of([&] { ops::cuda::cross_entropy(g_logits, g_target, 0.0, true, nullptr); }),
-      expected);
+  Tensor g_loss;
+  EXPECT_NO_THROW(g_loss = ops::cuda::cross_entropy(g_logits, g_target, 0.0, true, nullptr));
+  EXPECT_EQ(cuda::pending_checks(), 1u);
+  testing::expect_contains(testing::error_of([&] { (void)g_loss.to(kCPU); }), expected);
+  EXPECT_EQ(cuda::pending_checks(), 0u);  // reported once
+  EXPECT_NO_THROW((void)g_loss.to(kCPU));
   // The backward checks the target too.
   const Tensor lp = on_gpu(ops::log_softmax(logits, 1));
   const Tensor grad_loss = on_gpu(scalar_tensor(1.0));
-  testing::expect_contains(testing::error_of([&] {
-                             ops::cuda::cross_entropy_backward(grad_loss, lp, g_target, 0.0, true);
-                           }),
+  const Tensor g_grad = ops::cuda::cross_entropy_backward(grad_loss, lp, g_target, 0.0, true);
+  testing::expect_contains(testing::error_of([&] { (void)g_grad.to(kCPU); }),
                            "cross_entropy_backward: target 10 at index 5 is out of range");
   // A good target afterwards still works (nothing left behind on the stream).
   const Tensor good = targets(n, classes);

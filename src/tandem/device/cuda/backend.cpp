@@ -10,6 +10,7 @@
 #include "tandem/device/allocator.h"
 #include "tandem/device/cuda/caching_allocator.h"
 #include "tandem/device/cuda/check.h"
+#include "tandem/device/cuda/deferred_checks.h"
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/pinned_staging.h"
 #include "tandem/device/cuda/stream.h"
@@ -57,9 +58,10 @@ class CudaBackend final : public DeviceBackend {
       }
     }
     // Otherwise finished before returning: the host memory may be pageable, or read as soon as
-    // we return.
+    // we return. The wait also settles this thread's deferred checks on the GPU.
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    resolve_deferred_checks(gpu);
   }
 
   void zero(void* ptr, std::size_t nbytes, int index) override {
@@ -72,6 +74,7 @@ class CudaBackend final : public DeviceBackend {
     check_index(index);
     const DeviceGuard guard(index);
     TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+    resolve_deferred_checks(index);
   }
 
   int device_count() const override { return cuda::device_count(); }
@@ -90,6 +93,7 @@ class CudaBackend final : public DeviceBackend {
     {
       const DeviceGuard guard(src_gpu);
       TANDEM_CUDA_CHECK(cudaStreamSynchronize(current_stream(src_gpu)));
+      resolve_deferred_checks(src_gpu);
     }
     const DeviceGuard guard(dst_gpu);
     const cudaStream_t stream = current_stream(dst_gpu);

@@ -1,13 +1,18 @@
 // Cross-entropy on a GPU: log_softmax over classes (softmax.cu), the negative log-likelihood with
 // PyTorch 1.13's label smoothing, and its backward, as cpu/cross_entropy.cpp (float32, float64).
 // The loss is reduced in a fixed order (per-row values, then one block's tree), so it is the same
-// on every run. The target check waits for the GPU (an out-of-range class must throw here); the
-// backward of a forward on the same thread and target skips it (one wait per step, not two).
+// on every run. The class indices are checked on the GPU without waiting for it: an index out of
+// range is reported at the calling thread's next wait for the GPU (loss.item(), a copy to the
+// host), with the CPU's words; until then the kernels read nothing out of bounds (such a row's
+// loss is NaN).
 // Shapes: logits and log_probs (N, L), target (N) int64 class indices in [0, L), on the same GPU.
+#include <math_constants.h>
+
 #include <cstdint>
-#include <memory>
+#include <string>
 
 #include "tandem/base/dispatch.h"
+#include "tandem/device/cuda/deferred_checks.h"
 #include "tandem/ops/cuda/cuda_ops.h"
 #include "tandem/ops/cuda/launch.cuh"
 
@@ -27,28 +32,11 @@ __global__ void find_bad_target(const std::int64_t* target, std::int64_t n, std:
   }
 }
 
-// The target the last check on this thread passed: autograd runs a backward on the thread of its
-// forward with the same target, so the backward need not wait for the GPU again. The storage is
-// held weakly: a freed one (its address perhaps reused) never matches.
-struct PassedTarget {
-  std::weak_ptr<Storage> storage;
-  std::int64_t offset = 0;
-  Shape shape;
-  Strides strides;
-  std::int64_t classes = 0;
-
-  bool matches(const Tensor& target, std::int64_t n_classes) const {
-    const std::shared_ptr<Storage> held = storage.lock();
-    return held && held == target.storage() && offset == target.offset() &&
-           shape == target.shape() && strides == target.strides() && classes == n_classes;
-  }
-};
-thread_local PassedTarget passed_target;
-
-// Checks the logits / target pair and the class indices (waiting for the GPU, unless `reuse` and
-// this thread's last check passed this very target); returns the target contiguous. `logits` is
-// the logits or the log-probabilities, (N, L).
-Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target, bool reuse) {
+// Checks the logits / target pair and queues the check of the class indices, whose verdict the
+// calling thread gets at its next wait for the GPU (device/cuda/deferred_checks.h): the step goes
+// on meanwhile, its kernels safe on any index. Returns the target contiguous. `logits` is the
+// logits or the log-probabilities, (N, L).
+Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target) {
   TANDEM_CHECK(logits.dim() == 2, op, ": expected logits (N, L), got ", show(logits.shape()));
   TANDEM_CHECK(target.defined(), op, ": the target is undefined");
   TANDEM_CHECK(target.dtype() == DType::Int64, op,
@@ -60,30 +48,31 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
   const OnDevice on(target);
   Tensor t = contig(target);
   const std::int64_t n = t.numel(), classes = logits.size(1);
-  if (n == 0 || (reuse && passed_target.matches(target, classes))) return t;
+  if (n == 0) return t;
   Tensor flag = new_like({1}, t);  // int64, read as unsigned
   auto* pflag = ptr<unsigned long long>(flag);
   TANDEM_CUDA_CHECK(cudaMemsetAsync(pflag, 0xff, sizeof(unsigned long long), on.stream()));
   find_bad_target<<<blocks_for(n), kThreads, 0, on.stream()>>>(ptr<std::int64_t>(t), n, classes,
                                                                pflag);
   TANDEM_CUDA_LAUNCHED("find_bad_target");
-  unsigned long long bad = 0;
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(&bad, pflag, sizeof(bad), cudaMemcpyDeviceToHost, on.stream()));
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(on.stream()));
-  if (bad < static_cast<unsigned long long>(n)) {
-    const auto i = static_cast<std::int64_t>(bad);
-    std::int64_t value = 0;
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(&value, ptr<std::int64_t>(t) + i, sizeof(value),
-                                      cudaMemcpyDeviceToHost, on.stream()));
-    TANDEM_CUDA_CHECK(cudaStreamSynchronize(on.stream()));
-    TANDEM_FAIL(op, ": target ", value, " at index ", i, " is out of range for ", classes,
-                " classes (logits ", show(logits.shape()), ")");
-  }
-  passed_target = {.storage = target.storage(),
-                   .offset = target.offset(),
-                   .shape = target.shape(),
-                   .strides = target.strides(),
-                   .classes = classes};
+  const std::string name = op, logits_shape = to_string(logits.shape());
+  ::tandem::cuda::defer_check(
+      {.device = on.device(),
+       .flag = pflag,
+       .keep = flag.storage(),
+       .message = [name, logits_shape, classes, t](std::uint64_t first) {
+         const auto i = static_cast<std::int64_t>(first);
+         std::int64_t value = 0;
+         const int device = t.device().index;
+         const ::tandem::cuda::DeviceGuard guard(device);
+         const cudaStream_t stream = ::tandem::cuda::current_stream(device);
+         TANDEM_CUDA_CHECK(cudaMemcpyAsync(&value, ptr<std::int64_t>(t) + i, sizeof(value),
+                                           cudaMemcpyDeviceToHost, stream));
+         TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+         return name + ": target " + std::to_string(value) + " at index " + std::to_string(i) +
+                " is out of range for " + std::to_string(classes) + " classes (logits " +
+                logits_shape + ")";
+       }});
   return t;
 }
 
@@ -108,7 +97,8 @@ __global__ void row_losses(const T* lp, const std::int64_t* target, double* rows
       for (int o = kWarp / 2; o > 0; o /= 2) row += __shfl_xor_sync(kFullMask, row, o);
     }
     if (lane == 0) {
-      rows[2 * i] = -static_cast<double>(p[target[i]]);
+      const std::int64_t t = target[i];  // out of range: refused by the deferred check
+      rows[2 * i] = t >= 0 && t < classes ? -static_cast<double>(p[t]) : CUDART_NAN;
       rows[2 * i + 1] = smooth ? -row / static_cast<double>(classes) : 0.0;
     }
   }
@@ -170,7 +160,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_sm
   const char* op = "cross_entropy";
   check_gpu_operands(op, {&logits});
   check_smoothing(op, label_smoothing);
-  const Tensor t = checked_target(op, logits, target, /*reuse=*/false);
+  const Tensor t = checked_target(op, logits, target);
   const OnDevice on(logits);
   Tensor lp = cuda::log_softmax(logits, 1);
   const std::int64_t n = lp.size(0), classes = lp.size(1);
@@ -198,7 +188,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
   check_smoothing(op, label_smoothing);
   TANDEM_CHECK(grad_loss.numel() == 1, op, ": expected a one-element loss gradient, got ",
                show(grad_loss.shape()));
-  const Tensor t = checked_target(op, log_probs, target, /*reuse=*/true);
+  const Tensor t = checked_target(op, log_probs, target);
   const OnDevice on(log_probs);
   const Tensor lp = contig(log_probs);
   const Tensor gl = contig(grad_loss);
