@@ -166,6 +166,10 @@ Optimizer::ElementRange Adam::prepare(std::size_t group, const Tensor& param, co
                                    .decoupled = decoupled, .amsgrad = o.amsgrad,
                                    .maximize = o.maximize, .step = state.step};
     return [=](std::int64_t b, std::int64_t e) {
+      if (auto* batch = ops::cuda::MultiTensorStep::open(); batch && b == 0 && e == param.numel()) {
+        batch->add_adam(param, grad, m_t, v_t, vmax_t, step);  // launched with the others
+        return;
+      }
       ops::cuda::adam_step(flat_range(param, b, e), flat_range(grad, b, e), flat_range(m_t, b, e),
                            flat_range(v_t, b, e),
                            vmax_t.defined() ? flat_range(vmax_t, b, e) : Tensor(), step);

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "tandem/autograd/grad_mode.h"
+#include "tandem/ops/cuda/cuda_ops.h"
 #include "tandem/ops/ops.h"
 #include "tandem/tensor/factories.h"
 
@@ -98,8 +99,12 @@ const ParamState* Optimizer::state(const Tensor& param) const {
   return it == state_.end() ? nullptr : &it->second;
 }
 
-void Optimizer::step() {
-  for (const RangeUpdate& u : prepare_step()) u.run(0, u.numel);
+void Optimizer::step() { run_whole(prepare_step()); }
+
+void Optimizer::run_whole(const std::vector<RangeUpdate>& updates) {
+  ops::cuda::MultiTensorStep batch;  // the GPU ranges below add themselves to it
+  for (const RangeUpdate& u : updates) u.run(0, u.numel);
+  batch.flush();
 }
 
 std::vector<Optimizer::RangeUpdate> Optimizer::prepare_step() {

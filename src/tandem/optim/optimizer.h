@@ -71,6 +71,9 @@ class Optimizer {
     std::function<void(std::int64_t begin, std::int64_t end)> run;
   };
   std::vector<RangeUpdate> prepare_step();
+  // Runs every update whole on the calling thread (what step() does with prepare_step()'s):
+  // those of GPU parameters are queued together as multi-tensor kernels (ops/cuda).
+  static void run_whole(const std::vector<RangeUpdate>& updates);
   // [begin, end) of a contiguous tensor's elements, as a 1-d view (a GPU range's operand).
   static Tensor flat_range(const Tensor& t, std::int64_t begin, std::int64_t end);
   // Drops the gradients (set_to_none, the default) or zeroes them in place.

@@ -144,6 +144,10 @@ Optimizer::ElementRange SGD::prepare(std::size_t group, const Tensor& param, con
                                   .maximize = o.maximize, .first = first};
     const Tensor buf = buffer ? *buffer : Tensor();
     return [=](std::int64_t b, std::int64_t e) {
+      if (auto* batch = ops::cuda::MultiTensorStep::open(); batch && b == 0 && e == param.numel()) {
+        batch->add_sgd(param, grad, buf, step);  // launched with the others (run_whole)
+        return;
+      }
       ops::cuda::sgd_step(flat_range(param, b, e), flat_range(grad, b, e),
                           buf.defined() ? flat_range(buf, b, e) : Tensor(), step);
     };

@@ -659,7 +659,7 @@ double DataParallel::step(optim::Optimizer& optimizer) {
   }
   std::int64_t total = 0;
   for (const auto& u : updates) total += u.numel;
-  // A master on a GPU: its update is queued by replica 0 alone (one kernel per range).
+  // A master on a GPU: its update is queued by replica 0 alone (as multi-tensor kernels).
   const std::size_t sharing = s.devices[0].is_cpu() ? n : 1;
   std::vector<double> secs(n, 0.0);
   const auto errors = s.threads_pool->run([&](std::size_t r) {
@@ -667,6 +667,11 @@ double DataParallel::step(optim::Optimizer& optimizer) {
     const auto start = Clock::now();
     // Slice bounds rounded to 16 elements (a 64-byte line of float32): no line is shared.
     if (r >= sharing) return;
+    if (sharing == 1) {  // a GPU master: replica 0 queues the whole update, batched
+      optim::Optimizer::run_whole(updates);
+      secs[r] = seconds_since(start);
+      return;
+    }
     const auto bound = [&](std::size_t k) {
       const std::int64_t at =
           total * static_cast<std::int64_t>(k) / static_cast<std::int64_t>(sharing);

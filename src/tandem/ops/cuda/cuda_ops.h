@@ -112,4 +112,39 @@ struct AdamStep {
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamStep& step);
 
+// Whole-parameter updates queued together and launched as multi-tensor kernels: one launch covers
+// up to kMultiTensors parameters and kMultiBlocks chunks of kMultiChunk elements, for each run of
+// consecutive updates of one kind with the same GPU, dtype and step constants (the per-element
+// arithmetic is sgd_step's / adam_step's, so the results are the same bit for bit). A step with
+// one launch per parameter is launch-bound for small models; this is one launch for the seed CNN.
+// While a MultiTensorStep is alive it is its thread's open batch (Optimizer::step() opens one);
+// flush() launches what was added. Destroyed without flush(), it drops what was added.
+class MultiTensorStep {
+ public:
+  static constexpr int kMultiTensors = 16;
+  static constexpr int kMultiBlocks = 256;
+  static constexpr std::int64_t kMultiChunk = 32768;
+
+  MultiTensorStep();
+  ~MultiTensorStep();
+  MultiTensorStep(const MultiTensorStep&) = delete;
+  MultiTensorStep& operator=(const MultiTensorStep&) = delete;
+
+  // The calling thread's open batch, or null.
+  static MultiTensorStep* open();
+  // Checked as sgd_step / adam_step check; the tensors are kept until the launch.
+  void add_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+               const SgdStep& step);
+  void add_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamStep& step);
+  void flush();
+  int launches() const { return launches_; }  // kernels launched by flush() so far
+
+ private:
+  struct Entry;
+  std::vector<Entry> entries_;
+  MultiTensorStep* previous_ = nullptr;
+  int launches_ = 0;
+};
+
 }  // namespace tandem::ops::cuda

@@ -98,4 +98,18 @@ void adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const
   unavailable("adam_step");
 }
 
+// No GPU parameter can exist: the batch stays empty and is never the open one.
+struct MultiTensorStep::Entry {};
+MultiTensorStep::MultiTensorStep() = default;
+MultiTensorStep::~MultiTensorStep() = default;
+MultiTensorStep* MultiTensorStep::open() { return nullptr; }
+void MultiTensorStep::add_sgd(const Tensor&, const Tensor&, const Tensor&, const SgdStep&) {
+  unavailable("sgd_step");
+}
+void MultiTensorStep::add_adam(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                               const Tensor&, const AdamStep&) {
+  unavailable("adam_step");
+}
+void MultiTensorStep::flush() {}
+
 }  // namespace tandem::ops::cuda
