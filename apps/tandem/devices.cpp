@@ -1,6 +1,7 @@
 // `tandem devices`: what can run work — the GPUs the CUDA runtime sees (name, memory, compute
-// capability, multiprocessors, peer access; CUDA_VISIBLE_DEVICES applies) or why there are none,
-// and the CPU (model, cores, ISA extensions, memory) — as a table or, with --json, one JSON object.
+// capability, multiprocessors, peer access; CUDA_VISIBLE_DEVICES applies; how busy each is now,
+// from NVML where the driver has it) or why there are none, and the CPU (model, cores, ISA
+// extensions, memory) — as a table or, with --json, one JSON object.
 #include "tandem/train/devices.h"
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "commands.h"
 #include "tandem/base/check.h"
 #include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/nvml.h"
 
 namespace tandem::app {
 namespace {
@@ -38,20 +40,25 @@ std::string cuda_version(int v) {
   return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "";
 }
 
-// One GPU's figures, or why they could not be read.
+// One GPU's figures, or why they could not be read; NVML's reading of it, or why there is none.
 struct GpuEntry {
   int index = 0;
   std::optional<cuda::GpuInfo> info;
   std::string error;
+  std::optional<cuda::NvmlReading> now;
+  std::string no_reading;
 };
 
 std::vector<GpuEntry> read_gpus() {
   std::vector<GpuEntry> gpus;
+  std::optional<cuda::Nvml> nvml;  // loaded only when there is a GPU to read
   for (int i = 0; i < cuda::device_count(); ++i) {
     GpuEntry entry;
     entry.index = i;
     try {
       entry.info = cuda::gpu_info(i);
+      if (!nvml) nvml.emplace();
+      entry.now = nvml->read(entry.info->pci_bus_id, &entry.no_reading);
     } catch (const Error& e) {
       entry.error = e.what();
     }
@@ -82,6 +89,14 @@ nlohmann::ordered_json gpu_json(const GpuEntry& g) {
   j["multiprocessors"] = i.multiprocessors;
   j["peers"] = nlohmann::ordered_json::array();
   for (const int p : i.peers) j["peers"].push_back("cuda:" + std::to_string(p));
+  if (g.now) {
+    j["nvml"] = {{"gpu_percent", g.now->gpu_percent},
+                 {"memory_percent", g.now->memory_percent},
+                 {"memory_used_bytes", g.now->memory_used}};
+    if (g.now->power_watts) j["nvml"]["power_w"] = *g.now->power_watts;
+  } else {
+    j["nvml_unavailable"] = g.no_reading;
+  }
   return j;
 }
 
@@ -118,6 +133,13 @@ void print_gpus(const std::vector<GpuEntry>& gpus, const std::string& reason) {
     std::printf("           peer access: %s\n",
                 gpus.size() == 1 ? "no other GPU"
                                  : (i.peers.empty() ? "none" : peer_list(i.peers).c_str()));
+    if (g.now) {
+      std::printf("           now (NVML): kernels busy %u%%, memory busy %u%%, %s used by all "
+                  "processes\n",
+                  g.now->gpu_percent, g.now->memory_percent, gib(g.now->memory_used).c_str());
+    } else {
+      std::printf("           now: not known (%s)\n", g.no_reading.c_str());
+    }
   }
 }
 
