@@ -165,15 +165,16 @@ std::optional<double> fraction(std::int64_t part, std::int64_t whole) {
   return static_cast<double>(part) / static_cast<double>(whole);
 }
 
-// Rows whose largest logit is their target: logits (B, L), target (B).
+// Rows whose largest logit is their target, counted where the logits are: logits (B, L), target
+// (B) -> a float64 scalar on their device (read it when the host waits anyway).
+Tensor correct_count(const Tensor& logits, const Tensor& target) {
+  NoGradGuard no_grad;
+  return ops::sum(ops::cast(ops::equal(logits.argmax(1), target), DType::Float64), {}, false);
+}
+
+// The same count on the host.
 std::int64_t correct_predictions(const Tensor& logits, const Tensor& target) {
-  const std::vector<std::int64_t> predicted = logits.argmax(1).to(kCPU).to_vector<std::int64_t>();
-  const std::vector<std::int64_t> expected = target.to(kCPU).to_vector<std::int64_t>();
-  std::int64_t correct = 0;
-  for (std::size_t i = 0; i < predicted.size() && i < expected.size(); ++i) {
-    correct += predicted[i] == expected[i];
-  }
-  return correct;
+  return static_cast<std::int64_t>(correct_count(logits, target).to(kCPU).item());
 }
 
 // What state.json of a checkpoint holds besides the tensors.
@@ -382,12 +383,8 @@ StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
     const Tensor target = b.target.to(device_);
     const Tensor logits = (*model_)(b.data.to(device_));
     Tensor loss = criterion_(logits, target);
-    {
-      NoGradGuard no_grad;
-      const Tensor hits = ops::sum(
-          ops::cast(ops::equal(logits.argmax(1), target), DType::Float64), {}, false);
-      correct = correct.defined() ? ops::binary(ops::BinaryOp::Add, correct, hits) : hits;
-    }
+    const Tensor hits = correct_count(logits, target);
+    correct = correct.defined() ? ops::binary(ops::BinaryOp::Add, correct, hits) : hits;
     forward_s += seconds_since(start);
     return loss;
   };
