@@ -54,6 +54,10 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim);
 // ---------------------------------------------------------------------------------------------
 // Matrix products (matmul.cpp). a: (M, K) or (K, M) if trans_a; b: (K, N) or (N, K) if trans_b;
 // result (M, N). Also batched: a (B, M, K), b (B, K, N).
+// bfloat16: matmul, linear and conv2d (and their backwards) also take bfloat16 operands, accumulate
+// in float32 and return bfloat16 (on a GPU with cuBLAS/cuDNN tensor cores; on the CPU through the
+// float32 kernels, cpu/bfloat16_products.h). A bfloat16 product takes no bias (nor gives a bias
+// gradient): autocast adds the bias in float32.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // Linear layer: x (N, D_in), w (D_out, D_in), b (D_out) or undefined -> y (N, D_out).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);

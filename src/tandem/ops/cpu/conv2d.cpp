@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/ops/cpu/bfloat16_products.h"
 #include "tandem/ops/cpu/common.h"
 #include "tandem/ops/cpu/dnnl_context.h"
 #include "tandem/ops/cpu/layout_twin.h"
@@ -247,6 +248,7 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p) {
   if (cpu::on_gpu({&x_in, &w_in, &b_in})) return cuda::conv2d(x_in, w_in, b_in, p);
+  if (cpu::bf16::applies(x_in)) return cpu::bf16::conv2d(x_in, w_in, b_in, p);
   cpu::check_operands("conv2d", {&x_in, &w_in, &b_in});
   const ConvDims d = conv_dims("conv2d", x_in.shape(), w_in.shape(), p);
   check_float("conv2d", x_in.dtype());
@@ -286,6 +288,9 @@ Tensor conv2d_backward_input(const Tensor& grad_out_in, const Tensor& w_in, cons
                              const Conv2dParams& p) {
   if (cpu::on_gpu({&grad_out_in, &w_in})) {
     return cuda::conv2d_backward_input(grad_out_in, w_in, x_shape, p);
+  }
+  if (cpu::bf16::applies(grad_out_in)) {
+    return cpu::bf16::conv2d_backward_input(grad_out_in, w_in, x_shape, p);
   }
   const char* op = "conv2d_backward_input";
   cpu::check_operands(op, {&grad_out_in, &w_in});
@@ -334,6 +339,9 @@ void conv2d_backward_weights(const Tensor& grad_out_in, const Tensor& x_in, cons
                              const Conv2dParams& p, Tensor* grad_w, Tensor* grad_b) {
   if (cpu::on_gpu({&grad_out_in, &x_in})) {
     return cuda::conv2d_backward_weights(grad_out_in, x_in, w_shape, p, grad_w, grad_b);
+  }
+  if (cpu::bf16::applies(grad_out_in)) {
+    return cpu::bf16::conv2d_backward_weights(grad_out_in, x_in, w_shape, p, grad_w, grad_b);
   }
   const char* op = "conv2d_backward_weights";
   cpu::check_operands(op, {&grad_out_in, &x_in});

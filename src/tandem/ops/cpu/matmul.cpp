@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "tandem/ops/cpu/bfloat16_products.h"
 #include "tandem/ops/cpu/common.h"
 #include "tandem/ops/cpu/dnnl_context.h"
 #include "tandem/ops/cpu/layout_twin.h"
@@ -251,6 +252,7 @@ void linear_backward_weights_blocked(const Tensor& g, const Tensor& x, const cpu
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
   if (cpu::on_gpu({&a_in, &b_in})) return cuda::matmul(a_in, b_in, trans_a, trans_b);
+  if (cpu::bf16::applies(a_in)) return cpu::bf16::matmul(a_in, b_in, trans_a, trans_b);
   cpu::check_operands("matmul", {&a_in, &b_in});
   const MatmulSizes z = matmul_sizes(a_in, b_in, trans_a, trans_b);
   const bool batched = z.batched;
@@ -298,6 +300,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   if (cpu::on_gpu({&x_in, &w_in, &b_in})) return cuda::linear(x_in, w_in, b_in);
+  if (cpu::bf16::applies(x_in)) return cpu::bf16::linear(x_in, w_in, b_in);
   cpu::check_operands("linear", {&x_in, &w_in, &b_in});
   check_linear_shapes("linear", x_in, w_in);
   if (b_in.defined()) {
@@ -321,6 +324,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 
 Tensor linear_backward_input(const Tensor& grad_out_in, const Tensor& w_in) {
   if (cpu::on_gpu({&grad_out_in, &w_in})) return cuda::linear_backward_input(grad_out_in, w_in);
+  if (cpu::bf16::applies(grad_out_in)) return cpu::bf16::linear_backward_input(grad_out_in, w_in);
   cpu::check_operands("linear_backward", {&grad_out_in, &w_in});
   Tensor g = cpu::contig(grad_out_in), w = cpu::contig(w_in);
   if (g.dtype() == DType::Float64 || g.numel() == 0) return matmul(g, w);
@@ -352,6 +356,9 @@ void linear_backward_weights(const Tensor& grad_out_in, const Tensor& x_in, Tens
                              Tensor* grad_b) {
   if (cpu::on_gpu({&grad_out_in, &x_in})) {
     return cuda::linear_backward_weights(grad_out_in, x_in, grad_w, grad_b);
+  }
+  if (cpu::bf16::applies(grad_out_in)) {
+    return cpu::bf16::linear_backward_weights(grad_out_in, x_in, grad_w, grad_b);
   }
   cpu::check_operands("linear_backward", {&grad_out_in, &x_in});
   Tensor g = cpu::contig(grad_out_in), x = cpu::contig(x_in);

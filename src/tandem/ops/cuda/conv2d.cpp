@@ -1,7 +1,8 @@
 // 2-D convolution on a GPU through cuDNN's convolution API: forward (+ bias by cudnnAddTensor),
 // backward data, backward filter (+ bias gradient by cudnnConvolutionBackwardBias); stride,
 // padding, dilation and groups. float32 in full float32 precision (FMA math, never TF32, so that
-// results match the CPU's) and float64. Each algorithm is chosen once per (direction, shapes,
+// results match the CPU's), float64, and bfloat16 on tensor cores (float32 accumulation, no bias:
+// autocast adds it in float32). Each algorithm is chosen once per (direction, shapes,
 // parameters, dtype, GPU) from cuDNN's heuristics, deterministic ones first, and cached.
 // x (N, C, H, W), w (K, C/G, R, S), b (K), y (N, K, P, Q); G groups.
 #include <cudnn.h>
@@ -28,8 +29,14 @@ namespace {
 constexpr std::size_t kMaxWorkspace = std::size_t{512} << 20;
 
 void check_floating(const char* op, DType dtype) {
-  TANDEM_CHECK(dtype == DType::Float32 || dtype == DType::Float64, op,
-               ": expected float32 or float64 tensors, got ", dtype);
+  TANDEM_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16, op,
+               ": expected float32, float64 or bfloat16 tensors, got ", dtype);
+}
+
+void check_no_bf16_bias(const char* op, DType dtype, bool has_bias) {
+  TANDEM_CHECK(dtype != DType::BFloat16 || !has_bias, op,
+               ": a bfloat16 product takes no bias; add it in float32 after widening the result "
+               "(as autocast does)");
 }
 
 int as_int(std::int64_t v, const char* op) {
@@ -38,6 +45,15 @@ int as_int(std::int64_t v, const char* op) {
 }
 
 cudnnDataType_t cudnn_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Float64: return CUDNN_DATA_DOUBLE;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+// What cuDNN accumulates in: float64 for float64 data, float32 otherwise (bfloat16 included).
+cudnnDataType_t compute_dtype(DType dtype) {
   return dtype == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
 
@@ -100,8 +116,10 @@ class FilterDesc {
 };
 
 // float32 is restricted to FMA kernels (CUDNN_DEFAULT_MATH would allow TF32 tensor cores on
-// Ampere and later); float64 tensor-core kernels compute in full double precision.
+// Ampere and later); float64 tensor-core kernels compute in full double precision; bfloat16 is
+// for tensor cores.
 cudnnMathType_t default_math(DType dtype) {
+  if (dtype == DType::BFloat16) return CUDNN_TENSOR_OP_MATH;
   return dtype == DType::Float32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
@@ -113,7 +131,7 @@ class ConvDesc {
       TANDEM_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
           desc_, as_int(p.padding[0], op), as_int(p.padding[1], op), as_int(p.stride[0], op),
           as_int(p.stride[1], op), as_int(p.dilation[0], op), as_int(p.dilation[1], op),
-          CUDNN_CROSS_CORRELATION, cudnn_dtype(dtype)));
+          CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
       TANDEM_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc_, as_int(p.groups, op)));
       TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, default_math(dtype)));
     } catch (...) {
@@ -331,6 +349,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   const char* op = "conv2d";
   check_gpu_operands(op, {&x_in, &w_in, &b_in});
   check_floating(op, x_in.dtype());
+  check_no_bf16_bias(op, x_in.dtype(), b_in.defined());
   const Shape y_shape = conv2d_output_shape(x_in.shape(), w_in.shape(), p);
   if (b_in.defined()) {
     TANDEM_CHECK(b_in.dim() == 1 && b_in.size(0) == y_shape[1], op, ": bias ", show(b_in.shape()),
@@ -393,6 +412,7 @@ void conv2d_backward_weights(const Tensor& grad_out_in, const Tensor& x_in, cons
   const char* op = "conv2d_backward_weights";
   check_gpu_operands(op, {&grad_out_in, &x_in});
   check_floating(op, x_in.dtype());
+  check_no_bf16_bias(op, x_in.dtype(), grad_b != nullptr);
   const Shape y_shape = conv2d_output_shape(x_in.shape(), w_shape, p);
   check_grad_out(op, grad_out_in, y_shape);
   if (!grad_w && !grad_b) return;

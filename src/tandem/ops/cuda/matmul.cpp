@@ -1,5 +1,6 @@
 // Matrix products on a GPU through cuBLAS (float32 in full float32 precision, never TF32, so that
-// results match the CPU's; float64), and the linear layer built on them; the bias add and the bias
+// results match the CPU's; float64; bfloat16 on tensor cores with float32 accumulation, no bias:
+// autocast adds it in float32), and the linear layer built on them; the bias add and the bias
 // gradient are small kernels in matmul_bias.cu. Not a cuBLASLt epilogue user (yet).
 // Shapes: a (M, K) or (K, M) if trans_a, b (K, N) or (N, K) if trans_b, c (M, N); batched with a
 // leading B. Linear: x (N, D_in), w (D_out, D_in), b (D_out), y (N, D_out).
@@ -32,8 +33,15 @@ void sum_rows(const Tensor& g, const Tensor& out);
 namespace {
 
 void check_floating(const char* op, const Tensor& t) {
-  TANDEM_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op,
-               ": expected a float32 or float64 tensor, got ", t.dtype());
+  TANDEM_CHECK(
+      t.dtype() == DType::Float32 || t.dtype() == DType::Float64 || t.dtype() == DType::BFloat16,
+      op, ": expected a float32, float64 or bfloat16 tensor, got ", t.dtype());
+}
+
+void check_no_bf16_bias(const char* op, const Tensor& t, bool has_bias) {
+  TANDEM_CHECK(t.dtype() != DType::BFloat16 || !has_bias, op,
+               ": a bfloat16 product takes no bias; add it in float32 after widening the result "
+               "(as autocast does)");
 }
 
 int as_int(std::int64_t v, const char* op) {
@@ -63,7 +71,10 @@ void gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, std
   const int ldc = as_int(n, op);
   const long long stride_a = m * k, stride_b = k * n, stride_c = m * n;
   const bool f64 = c.dtype() == DType::Float64;
-  const cudaDataType type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cudaDataType type = f64                                ? CUDA_R_64F
+                            : c.dtype() == DType::BFloat16 ? CUDA_R_16BF
+                                                           : CUDA_R_32F;
+  // bfloat16 operands accumulate in float32 (on tensor cores: no TF32 question arises).
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   // alpha and beta in the compute type.
   const double alpha64 = 1.0, beta64 = 0.0;
@@ -105,6 +116,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   check_gpu_operands("linear", {&x_in, &w_in, &b_in});
   check_floating("linear", x_in);
+  check_no_bf16_bias("linear", x_in, b_in.defined());
   check_linear_shapes("linear", x_in, w_in);
   if (b_in.defined()) {
     TANDEM_CHECK(b_in.dim() == 1 && b_in.size(0) == w_in.size(0), "linear: bias ",
@@ -129,6 +141,7 @@ void linear_backward_weights(const Tensor& grad_out, const Tensor& x, Tensor* gr
                              Tensor* grad_b) {
   check_gpu_operands("linear_backward", {&grad_out, &x});
   check_floating("linear_backward", grad_out);
+  check_no_bf16_bias("linear_backward", grad_out, grad_b != nullptr);
   TANDEM_CHECK(grad_out.dim() == 2 && x.dim() == 2 && grad_out.size(0) == x.size(0),
                "linear_backward: gradient ", show(grad_out.shape()), " does not match input ",
                show(x.shape()));
