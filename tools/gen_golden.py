@@ -8,6 +8,8 @@ What it writes (every file is a safetensors file; keys are "<case>.<role>"):
                                a fixed random upstream gradient "gy" and the gradients PyTorch
                                computes for each input ("g" + the input's role), plus the case's
                                parameters as int64 tensors ("<case>.param.<name>").
+                               op_autocast_bf16 holds conv2d, linear and matmul run under
+                               torch.autocast("cpu", bfloat16), y widened to float32.
   train_<model>_init.safetensors  initial weights ("init.<state_dict key>") and the batch
                                ("batch.x", "batch.y"; batch of 8) of a 5-step training run.
   train_<model>_<opt>.safetensors the loss at each step ("losses", before that step's update) and
@@ -18,7 +20,7 @@ files stay under 3 MB in total; training itself runs in float32.
 
 Rerun from the repository root with Debian's Python (which holds PyTorch 1.13):
     /usr/bin/python3 tools/gen_golden.py
-It is deterministic (fixed seeds, one thread, deterministic algorithms): rerunning rewrites the
+It is deterministic (fixed seeds, one thread, deterministic algorithms): rerunning on one machine rewrites the
 same bytes. Never edit the generated files by hand; change this script and rerun it.
 """
 import json
@@ -257,6 +259,25 @@ def gen_ops():
             f.case(f"{op}_{name}", lambda x, fn=fn, d=dims, k=keepdim: fn(x, d, keepdim=k),
                    {"x": x}, {"dims": i64(*dims), "keepdim": i64(int(keepdim))})
         f.case(f"{op}_all", lambda x, fn=fn: fn(x), {"x": x}, {"dims": i64(), "keepdim": i64(0)})
+    f.save()
+
+    # bfloat16 autocast (torch.autocast on the CPU): the products take float32 leaves, compute in
+    # bfloat16 and are widened to float32 for y; the gradients reach the leaves as float32.
+    torch.manual_seed(14)
+    f = OpFile("autocast_bf16")
+
+    def autocast(fn):
+        def run(**inputs):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return fn(**inputs).float()
+        return run
+    f.case("conv2d", autocast(lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1)),
+           {"x": randn(2, 3, 6, 6), "w": randn(4, 3, 3, 3), "b": randn(4)},
+           {"stride": i64(1, 1), "padding": i64(1, 1), "dilation": i64(1, 1), "groups": i64(1)})
+    f.case("linear", autocast(lambda x, w, b: F.linear(x, w, b)),
+           {"x": randn(6, 20), "w": randn(5, 20), "b": randn(5)})
+    f.case("matmul", autocast(lambda a, b: torch.matmul(a, b)),
+           {"a": randn(4, 9), "b": randn(9, 3)})
     f.save()
 
 

@@ -50,6 +50,9 @@ constexpr FlagHelp kFlags[] = {
     {"threads", "Threads per device, i.e. per replica (default 0: the cores shared out)"},
     {"micro_shard", "Cut each global batch into fixed shards of N samples: with --deterministic "
                     "the weights are then bit-identical on any cpu:N (default 0: off)"},
+    {"precision", "fp32 (default) or bf16: convolutions and matrix products in bfloat16 with "
+                  "float32 accumulation, everything else and the weights in float32 (autocast; "
+                  "tensor cores on a GPU, emulated through float32 on a CPU)"},
     {"workers", "Data loader worker threads (default 2)"},
     {"seed", "Seed of initialisation, shuffling and augmentation (default 0)"},
     {"out", "Run directory (default runs/<UTC timestamp>)"},

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tandem/autograd/functions.h"
+#include "tandem/autograd/autocast.h"
 #include "tandem/autograd/grad_mode.h"
 #include "tandem/base/rng.h"
 #include "tandem/device/device.h"

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -379,6 +380,34 @@ TEST_F(CliTest, SplitAndAccumulateReachTheReplicas) {
                    "--split: 1:2:3 gives 3 proportions for 2 devices");
   expect_bad_input(std::string(kMlpRun) + " --split 3:x", "--split: 'x' in '3:x'");
   expect_bad_input(std::string(kMlpRun) + " --accumulate 0", "--accumulate: 0");
+}
+
+TEST_F(CliTest, Bf16PrecisionTrainsUnderAutocastOnEveryReplica) {
+  // A conv model, so that convolutions and the linear layer both run in bfloat16.
+  const std::string run = "train --model cnn --data synthetic:1x8x8:4:64 --batch-size 16 "
+                          "--workers 1 --epochs 2 --seed 3 --deterministic";
+  Result r = tandem(run + " --devices cpu:2 --precision bf16 --out bf16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 autocast (emulated through float32 on the CPU"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(Json::parse(slurp(dir_ / "bf16/config.json"))["precision"], "bf16");
+  r = tandem(run + " --devices cpu:2 --out fp32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Json::parse(slurp(dir_ / "fp32/config.json"))["precision"], "fp32");
+  // The same run in bfloat16 learns the same way, but its numbers are not float32's.
+  const std::vector<Json> bf = records(dir_ / "bf16/metrics.jsonl");
+  const std::vector<Json> fp = records(dir_ / "fp32/metrics.jsonl");
+  ASSERT_EQ(bf.size(), fp.size());
+  bool any_differs = false;
+  for (std::size_t i = 0; i < bf.size(); ++i) {
+    if (bf[i]["kind"] != "step") continue;
+    const double a = bf[i]["loss"].get<double>(), b = fp[i]["loss"].get<double>();
+    EXPECT_NEAR(a, b, 0.05 * std::abs(b)) << "step line " << i;
+    any_differs = any_differs || a != b;
+  }
+  EXPECT_TRUE(any_differs);
+  expect_bad_input(std::string(kMlpRun) + " --precision fp16",
+                   "--precision: unknown precision 'fp16' (expected fp32 or bf16)");
 }
 
 TEST_F(CliTest, DevicesAutoMeasuresTheCpuLayoutsUnlessDeterministic) {

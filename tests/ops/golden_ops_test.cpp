@@ -4,6 +4,8 @@
 // a different order than PyTorch's agree to a few ulps of the largest partial sums).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,53 @@ TEST(GoldenOps, Conv2d) {
     p.groups = g.integer(c + ".param.groups");
     Tensor x = g.input(c + ".x"), w = g.input(c + ".w"), b = g.input(c + ".b");
     check_case(g, c, conv2d(x, w, b, p), {{"x", x}, {"w", w}, {"b", b}});
+  }
+}
+
+// bfloat16 autocast against torch.autocast("cpu", bfloat16). Both round the same operands to
+// bfloat16 and accumulate in float32, but PyTorch adds the bias in bfloat16 before rounding the
+// output, tandem in float32 after: the outputs and gradients agree to a couple of bfloat16 ulps
+// (2^-7 relative) of the tensor's largest element, which bounds every element's difference here.
+::testing::AssertionResult close_in_bf16(const Tensor& a, const Tensor& b) {
+  const Tensor wide = contiguous_copy(convert_dtype(b, DType::Float64));
+  double scale = 0.0;
+  for (std::int64_t i = 0; i < wide.numel(); ++i) {
+    scale = std::max(scale, std::abs(wide.data<double>()[i]));
+  }
+  return allclose(a, b, 0.0, scale / 64.0);
+}
+
+void check_autocast_case(const GoldenFile& g, const std::string& c, const Tensor& y,
+                         const std::vector<std::pair<std::string, Tensor>>& inputs) {
+  SCOPED_TRACE("case " + c);
+  ASSERT_EQ(y.dtype(), DType::Float32);
+  EXPECT_TRUE(close_in_bf16(y, g.get(c + ".y"))) << c << ".y";
+  y.backward(g.get(c + ".gy"));
+  for (const auto& [role, t] : inputs) {
+    ASSERT_TRUE(t.grad().defined()) << c << ": no gradient for " << role;
+    EXPECT_EQ(t.grad().dtype(), DType::Float32) << role;
+    EXPECT_TRUE(close_in_bf16(t.grad(), g.get(c + ".g" + role))) << c << ".g" << role;
+  }
+}
+
+TEST(GoldenOps, AutocastBf16) {
+  GoldenFile g("op_autocast_bf16.safetensors");
+  expect_cases(g, {"conv2d", "linear", "matmul"});
+  const AutocastGuard bf16(Precision::BFloat16);
+  {
+    Conv2dParams p;
+    p.stride = g.pair("conv2d.param.stride");
+    p.padding = g.pair("conv2d.param.padding");
+    Tensor x = g.input("conv2d.x"), w = g.input("conv2d.w"), b = g.input("conv2d.b");
+    check_autocast_case(g, "conv2d", conv2d(x, w, b, p), {{"x", x}, {"w", w}, {"b", b}});
+  }
+  {
+    Tensor x = g.input("linear.x"), w = g.input("linear.w"), b = g.input("linear.b");
+    check_autocast_case(g, "linear", linear(x, w, b), {{"x", x}, {"w", w}, {"b", b}});
+  }
+  {
+    Tensor a = g.input("matmul.a"), b = g.input("matmul.b");
+    check_autocast_case(g, "matmul", matmul(a, b), {{"a", a}, {"b", b}});
   }
 }
 

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 
 #include "parallel_test_util.h"
@@ -155,6 +156,43 @@ TEST(DataParallel, PerReplicaBatchNormUsesEachSliceStatistics) {
       if (n == name) expected = t;
     EXPECT_TRUE(allclose(mine, expected, 1e-5, 1e-6)) << name;
   }
+}
+
+TEST(DataParallel, TheCallersAutocastReachesEveryReplica) {
+  // Weighted 3:1 on 24 rows under bfloat16 autocast: both replica threads run their forward and
+  // loss in bf16, and the gradient is that of one device running the two slices under autocast
+  // (to a bfloat16 ulp: the reference rounds the 0.75- and 0.25-scaled gradients to bf16, the
+  // replicas their unscaled ones).
+  const auto init = initial_state(6, false);
+  const Batch b = make_batches(1, kBatch, 12)[0];
+  auto model = model_from<SeedNet>(init);
+  DataParallel dp(model, nn::cpu_replicas(2), weighted({3.0, 1.0}));
+  std::mutex mutex;
+  std::vector<Precision> seen;
+  const nn::LossFn loss = [&](const Tensor& out, const Tensor& y) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      seen.push_back(autocast_precision());
+    }
+    return cross_entropy_loss(out, y);
+  };
+  nn::StepResult r;
+  {
+    const AutocastGuard bf16(Precision::BFloat16);
+    r = dp.forward_backward(b.x, b.y, loss);
+  }
+  EXPECT_EQ(seen, (std::vector<Precision>{Precision::BFloat16, Precision::BFloat16}));
+
+  auto ref = model_from<SeedNet>(init);
+  Tensor loss_a, loss_b;
+  {
+    const AutocastGuard bf16(Precision::BFloat16);
+    loss_a = cross_entropy_loss(ref->forward(rows_of(b.x, 0, 18)), rows_of(b.y, 0, 18));
+    loss_b = cross_entropy_loss(ref->forward(rows_of(b.x, 18, 6)), rows_of(b.y, 18, 6));
+  }
+  (loss_a * 0.75 + loss_b * 0.25).backward();
+  EXPECT_NEAR(r.loss, 0.75 * loss_a.item() + 0.25 * loss_b.item(), 1e-6);
+  EXPECT_TRUE(grads_match(grads_of(*model), grads_of(*ref), 2e-2, 1e-3));
 }
 
 TEST(DataParallel, RepeatRunsAreBitIdentical) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "tandem/autograd/autocast.h"
 #include "tandem/autograd/grad_mode.h"
 #include "tandem/device/cpu_allocator.h"
 #include "tandem/device/cuda/discovery.h"
@@ -92,6 +93,7 @@ struct DataParallelState {
   const Tensor* data = nullptr;
   const Tensor* target = nullptr;
   const LossFn* loss = nullptr;
+  Precision autocast = Precision::Float32;  // the caller's, set on every replica thread
   std::vector<Work> work;
 
   DataParallelStats stats;
@@ -181,6 +183,7 @@ void DataParallelState::run_replica(std::size_t r) {
     });
   }
   const Device memory = memory_of(devices[r]);
+  const AutocastGuard autocast_here(autocast);
   bool went_live = false;
   for (const Shard& shard : w.shards) {
     group->check_not_aborted();
@@ -563,6 +566,7 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
   s.data = &data;
   s.target = &target;
   s.loss = &loss;
+  s.autocast = autocast_precision();
   for (const auto& account : s.accounts) account->reset_peak();
   for (const Device& d : s.devices) {
     if (d.is_cuda()) cuda::reset_peak_memory(d.index);

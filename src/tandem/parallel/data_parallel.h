@@ -147,6 +147,7 @@ class DataParallel {
   // `weight` is this micro-step's share of the cycle's mean (its rows over the cycle's rows, for
   // micro-batches of unequal size); 0 means 1 / accumulate. `end_cycle` makes this micro-step the
   // cycle's last even before `accumulate` of them (a short last batch of an epoch).
+  // The caller's autocast precision (autograd/autocast.h) holds on every replica thread.
   StepResult forward_backward(const Tensor& data, const Tensor& target, const LossFn& loss,
                               double weight = 0.0, bool end_cycle = false);
 

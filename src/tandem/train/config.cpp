@@ -24,7 +24,7 @@ constexpr const char* kKeys[] = {
     "label_smoothing", "devices", "split",     "sync_batchnorm",   "accumulate",
     "threads",  "micro_shard",   "workers",    "seed",             "deterministic",
     "out",      "checkpoint_every", "keep_checkpoints", "resume",   "eval_every",
-    "log_format", "tensorboard", "comm_timeout"};
+    "log_format", "tensorboard", "comm_timeout", "precision"};
 
 std::string flag_of(std::string_view key) {
   std::string flag = "--" + std::string(key);
@@ -82,6 +82,12 @@ ScheduleKind parse_schedule(std::string_view text) {
   if (text == "onecycle") return ScheduleKind::OneCycle;
   TANDEM_FAIL("--schedule: unknown schedule '", text,
               "' (expected none, step, cosine, warmup or onecycle)");
+}
+
+Precision parse_precision(std::string_view text) {
+  if (text == "fp32") return Precision::Float32;
+  if (text == "bf16") return Precision::BFloat16;
+  TANDEM_FAIL("--precision: unknown precision '", text, "' (expected fp32 or bf16)");
 }
 
 LogFormat parse_log_format(std::string_view text) {
@@ -171,6 +177,8 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
     c.tensorboard = parse_bool(key, text);
   } else if (key == "comm_timeout") {
     c.comm_timeout = parse_double(key, text);
+  } else if (key == "precision") {
+    c.precision = parse_precision(text);
   } else {
     TANDEM_FAIL("unknown setting '", key, "'");
   }
@@ -331,6 +339,7 @@ std::string to_json(const TrainConfig& c) {
   j["log_format"] = log_format_name(c.log_format);
   j["tensorboard"] = c.tensorboard;
   j["comm_timeout"] = c.comm_timeout;
+  j["precision"] = std::string(precision_name(c.precision));
   return j.dump(2) + "\n";
 }
 

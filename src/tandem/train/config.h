@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tandem/autograd/autocast.h"
+
 namespace tandem::train {
 
 enum class OptimizerKind : std::uint8_t { Sgd, Adam, AdamW };
@@ -44,6 +46,7 @@ struct TrainConfig {
   std::int64_t accumulate = 1;  // micro-batches per global batch, one backward each
   std::int64_t threads = 0;     // threads per device (replica); 0: the cores shared out
   std::int64_t micro_shard = 0; // > 0: fixed shards of N samples (bit-identical on any cpu:N)
+  Precision precision = Precision::Float32;  // bf16: convolutions and matmuls under autocast
   std::int64_t workers = 2;
   std::uint64_t seed = 0;
   Determinism determinism = Determinism::Default;

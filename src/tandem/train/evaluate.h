@@ -34,6 +34,7 @@ struct EvalResult {
 // Runs `model` on every batch of `loader` (moved to `device`) with gradients off and the model in
 // eval mode; its previous train/eval mode is restored afterwards. Targets must lie in
 // [0, classes) and the model must give (B, classes) logits; an error says which does not.
+// The caller's autocast precision (autograd/autocast.h) applies.
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, std::int64_t classes,
                     Device device);
 

@@ -177,6 +177,16 @@ std::int64_t correct_predictions(const Tensor& logits, const Tensor& target) {
   return static_cast<std::int64_t>(correct_count(logits, target).to(kCPU).item());
 }
 
+// ", bf16 autocast" for the train stage's line, with what it costs where it is emulated.
+std::string precision_note(Precision precision, const DeviceLayout& layout) {
+  if (precision == Precision::Float32) return "";
+  const bool any_cpu = std::any_of(layout.devices.begin(), layout.devices.end(),
+                                   [](const Device& d) { return d.is_cpu(); });
+  return any_cpu ? ", bf16 autocast (emulated through float32 on the CPU: numbers as bf16, "
+                   "slower than fp32)"
+                 : ", bf16 autocast";
+}
+
 // What state.json of a checkpoint holds besides the tensors.
 struct TrainState {
   std::string model;
@@ -346,7 +356,8 @@ RunnerOptions runner_options(const TrainConfig& c) {
           .split = c.split,
           .sync_batchnorm = c.sync_batchnorm,
           .threads = static_cast<int>(c.threads),
-          .micro_shard = c.micro_shard};
+          .micro_shard = c.micro_shard,
+          .precision = c.precision};
 }
 
 namespace {
@@ -361,11 +372,13 @@ std::vector<data::Batch> micro_batches(const data::Batch& batch, std::int64_t k)
 }  // namespace
 
 SingleDeviceRunner::SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device device,
-                                       nn::CrossEntropyLoss criterion, std::int64_t accumulate)
+                                       nn::CrossEntropyLoss criterion, std::int64_t accumulate,
+                                       Precision precision)
     : model_(std::move(model)),
       device_(device),
       criterion_(std::move(criterion)),
-      accumulate_(accumulate) {
+      accumulate_(accumulate),
+      precision_(precision) {
   TANDEM_CHECK(accumulate_ >= 1, "--accumulate: ", accumulate_, " is not at least 1");
 }
 
@@ -380,6 +393,7 @@ StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
   // Forward, loss and the correct predictions, timed apart from the backward.
   const auto forward = [&](const data::Batch& b) {
     const auto start = Clock::now();
+    const AutocastGuard autocast(precision_);
     const Tensor target = b.target.to(device_);
     const Tensor logits = (*model_)(b.data.to(device_));
     Tensor loss = criterion_(logits, target);
@@ -449,6 +463,7 @@ class DataParallelRunner final : public StepRunner {
             data_parallel_options(options, layout.devices.size())),
         criterion_(std::move(criterion)),
         accumulate_(options.accumulate),
+        precision_(options.precision),
         replica_labels_(replica_labels(layout.devices)) {}
 
   StepResult forward_backward(const data::Batch& batch) override {
@@ -461,6 +476,7 @@ class DataParallelRunner final : public StepRunner {
     StepResult out;
     out.samples = batch.target.size(0);
     std::vector<nn::DeviceStats> totals;
+    const AutocastGuard autocast(precision_);  // DataParallel carries it to its replica threads
     // A global batch with fewer rows than --accumulate (only an epoch's last can be one) is cut
     // into one micro-batch per row and ends the cycle early.
     const std::vector<data::Batch> micros =
@@ -517,6 +533,7 @@ class DataParallelRunner final : public StepRunner {
   nn::DataParallel dp_;
   nn::CrossEntropyLoss criterion_;
   std::int64_t accumulate_;
+  Precision precision_;
   std::vector<std::string> replica_labels_;
 };
 
@@ -534,7 +551,7 @@ std::unique_ptr<StepRunner> make_step_runner(std::shared_ptr<nn::Module> model,
                  split_name(options.split), " gives proportions, but there is one device");
     if (options.threads > 0) parallel::set_up_this_thread({.threads = options.threads});
     return std::make_unique<SingleDeviceRunner>(std::move(model), layout.devices.front(), criterion,
-                                                options.accumulate);
+                                                options.accumulate, options.precision);
   }
   TANDEM_CHECK(factory != nullptr, "make_step_runner: several devices need a replica factory");
   return std::make_unique<DataParallelRunner>(std::move(model), layout, std::move(factory),
@@ -791,13 +808,16 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
     io::prune_checkpoints(run.checkpoints(), c.keep_checkpoints);
     return path;
   };
-  auto run_eval = [&]() { return evaluate(*model, test_loader, input.classes, layout.devices.front()); };
+  auto run_eval = [&]() {
+    const AutocastGuard autocast(c.precision);  // evaluated as trained
+    return evaluate(*model, test_loader, input.classes, layout.devices.front());
+  };
 
   console.stage("train", std::to_string(total_steps - step) + " steps to go of " +
                              std::to_string(total_steps) + " (" + std::to_string(c.epochs) +
                              " epochs of " + std::to_string(steps_per_epoch) + "), " +
                              optimizer_name(c.optimizer) + " lr " + fixed(optimizer->lr(), 6) +
-                             ", out " + run.path +
+                             precision_note(c.precision, layout) + ", out " + run.path +
                              (!cross ? ""
                               : overlap
                                   ? "; gradients cross the processes while the backward runs"

@@ -56,6 +56,7 @@ struct RunnerOptions {
   bool sync_batchnorm = false;
   int threads = 0;  // per device; 0: one device gets the caller's default, replicas share cores
   std::int64_t micro_shard = 0;
+  Precision precision = Precision::Float32;  // autocast over each forward and loss
   // Several devices: each bucket's master parameters once DataParallel has summed them (a
   // multi-process run reduces them across the processes from there).
   std::function<void(const std::vector<Tensor>& params)> on_bucket_reduced;
@@ -65,7 +66,8 @@ RunnerOptions runner_options(const TrainConfig& config);
 class SingleDeviceRunner final : public StepRunner {
  public:
   SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device device,
-                     nn::CrossEntropyLoss criterion, std::int64_t accumulate = 1);
+                     nn::CrossEntropyLoss criterion, std::int64_t accumulate = 1,
+                     Precision precision = Precision::Float32);
   StepResult forward_backward(const data::Batch& batch) override;
 
  private:
@@ -73,6 +75,7 @@ class SingleDeviceRunner final : public StepRunner {
   Device device_;
   nn::CrossEntropyLoss criterion_;
   std::int64_t accumulate_;
+  Precision precision_;
 };
 
 // The runner for a layout (the model is moved to the first device): SingleDeviceRunner for one

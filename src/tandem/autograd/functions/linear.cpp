@@ -1,5 +1,8 @@
 // Differentiable matrix products: matmul (2-D and batched 3-D) and the linear layer.
+// Under bfloat16 autocast (autocast.h) both run on bfloat16 casts of their operands, widen the
+// result, and linear adds its bias in float32.
 // x (N, D_in), w (D_out, D_in), b (D_out) -> y (N, D_out).
+#include "tandem/autograd/autocast.h"
 #include "tandem/autograd/functions.h"
 #include "tandem/autograd/record.h"
 
@@ -10,6 +13,10 @@ using autograd::record;
 using Grads = std::vector<Tensor>;
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_to_bf16(a, b)) {
+    return to_dtype(matmul(to_dtype(a, DType::BFloat16), to_dtype(b, DType::BFloat16)),
+                    DType::Float32);
+  }
   Tensor y = ops::matmul(a, b);
   record("matmul", {a, b}, {y}, [a = data_only(a), b = data_only(b)](Grads& g, const Node& n) {
     // dA = G B^T, dB = A^T G
@@ -20,6 +27,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast_to_bf16(x, weight)) {
+    const Tensor y = to_dtype(
+        linear(to_dtype(x, DType::BFloat16), to_dtype(weight, DType::BFloat16), Tensor()),
+        DType::Float32);
+    return bias.defined() ? add(y, bias) : y;
+  }
   Tensor y = ops::linear(x, weight, bias);
   record("linear", {x, weight, bias}, {y},
          [x = data_only(x), w = data_only(weight), has_bias = bias.defined()](Grads& g,
