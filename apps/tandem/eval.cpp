@@ -10,6 +10,7 @@
 #include "tandem/data/data_spec.h"
 #include "tandem/io/checkpoint.h"
 #include "tandem/io/safetensors.h"
+#include "tandem/train/config.h"
 #include "tandem/train/devices.h"
 #include "tandem/train/evaluate.h"
 #include "tandem/train/models.h"
@@ -25,6 +26,7 @@ struct EvalFlags {
   std::string devices = "auto";
   std::int64_t batch_size = 500;
   int workers = 2;
+  std::string precision = "fp32";
   bool json = false;
 };
 
@@ -43,11 +45,14 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--devices", f->devices, "auto (default), cpu or cuda:I");
   cmd->add_option("--batch-size", f->batch_size, "Evaluation batch size (default 500)");
   cmd->add_option("--workers", f->workers, "Data loader worker threads (default 2)");
+  cmd->add_option("--precision", f->precision,
+                  "fp32 (default) or bf16: as tandem train's --precision (autocast)");
   cmd->add_flag("--json", f->json,
                 "Print one JSON object: loss, accuracy, per_class_accuracy, confusion_matrix");
   return [f]() {
     TANDEM_CHECK(f->batch_size >= 1, "--batch-size: ", f->batch_size, " is not a positive batch size");
     TANDEM_CHECK(f->workers >= 0, "--workers: ", f->workers, " is negative");
+    const Precision precision = train::parse_precision(f->precision);
     const train::ModelKind kind = train::parse_model_kind(f->model);
     const train::DeviceLayout layout = train::parse_devices(f->devices);
     const Device device = layout.devices.front();
@@ -73,6 +78,7 @@ Command add_eval_command(CLI::App& app) {
     data::DataLoader loader(test_set, {.batch_size = f->batch_size,
                                        .num_workers = f->workers,
                                        .transforms = data::default_transforms(f->data, f->normalize)});
+    const AutocastGuard autocast(precision);
     const train::EvalResult result = train::evaluate(*model, loader, input.classes, device);
     if (f->json) {
       std::printf("%s\n", train::eval_to_json(result).c_str());

@@ -406,8 +406,17 @@ TEST_F(CliTest, Bf16PrecisionTrainsUnderAutocastOnEveryReplica) {
     any_differs = any_differs || a != b;
   }
   EXPECT_TRUE(any_differs);
+  // tandem eval --precision bf16 evaluates as the run did at its end.
+  r = tandem("eval --model cnn --weights bf16/model.safetensors --data synthetic:1x8x8:4:64 "
+             "--precision bf16 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json eval = Json::parse(r.out);
+  EXPECT_NEAR(eval["loss"].get<double>(), bf.back()["test_loss"].get<double>(), 1e-5);
+  EXPECT_DOUBLE_EQ(eval["accuracy"].get<double>(), bf.back()["test_accuracy"].get<double>());
   expect_bad_input(std::string(kMlpRun) + " --precision fp16",
                    "--precision: unknown precision 'fp16' (expected fp32 or bf16)");
+  expect_bad_input("eval --model mlp --weights bf16/model.safetensors --precision half",
+                   "--precision: unknown precision 'half'");
 }
 
 TEST_F(CliTest, DevicesAutoMeasuresTheCpuLayoutsUnlessDeterministic) {

@@ -28,6 +28,12 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     visit_dtype(src.dtype(), [&]<typename S>() {
       D* d = static_cast<D*>(dst.raw_data());
       const S* s = static_cast<const S*>(src.raw_data());
+      if (dst.is_contiguous() && src.is_contiguous()) {  // a conversion in one flat loop
+        for (std::int64_t i = 0, n = dst.numel(); i < n; ++i) {
+          d[i] = from_double<D>(to_double(s[i]));
+        }
+        return;
+      }
       strided_loop<2>(dst.shape(), {dst.strides(), src.strides()}, {0, 0},
                       [&](const std::array<std::int64_t, 2>& o) {
                         if constexpr (std::is_same_v<D, S>) {

@@ -84,12 +84,6 @@ ScheduleKind parse_schedule(std::string_view text) {
               "' (expected none, step, cosine, warmup or onecycle)");
 }
 
-Precision parse_precision(std::string_view text) {
-  if (text == "fp32") return Precision::Float32;
-  if (text == "bf16") return Precision::BFloat16;
-  TANDEM_FAIL("--precision: unknown precision '", text, "' (expected fp32 or bf16)");
-}
-
 LogFormat parse_log_format(std::string_view text) {
   if (text == "text") return LogFormat::Text;
   if (text == "json") return LogFormat::Json;
@@ -412,4 +406,11 @@ SplitSetting parse_split(std::string_view text) {
   TANDEM_CHECK(sum > 0, "--split: the proportions '", text, "' are all zero");
   return split;
 }
+
+Precision parse_precision(std::string_view text) {
+  if (text == "fp32") return Precision::Float32;
+  if (text == "bf16") return Precision::BFloat16;
+  TANDEM_FAIL("--precision: unknown precision '", text, "' (expected fp32 or bf16)");
+}
+
 }  // namespace tandem::train

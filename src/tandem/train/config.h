@@ -93,5 +93,7 @@ std::string log_format_name(LogFormat format);   // "text", "json"
 // "even", "auto", or "3:2:2:3"; parse_split reads the same spellings (errors name --split).
 std::string split_name(const SplitSetting& split);
 SplitSetting parse_split(std::string_view text);
+// "fp32" or "bf16" (--precision; an error names the flag).
+Precision parse_precision(std::string_view text);
 
 }  // namespace tandem::train
