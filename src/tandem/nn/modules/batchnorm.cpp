@@ -6,6 +6,7 @@
 
 #include "tandem/autograd/functions.h"
 #include "tandem/nn/init.h"
+#include "tandem/ops/ops.h"
 #include "tandem/tensor/factories.h"
 
 namespace tandem::nn {
@@ -48,13 +49,9 @@ namespace {
 
 thread_local BatchNormTrainFn t_train_override;  // see BatchNormTrainOverride
 
-// t += 1 for an int64 scalar on any device; returns the new value.
-std::int64_t increment(const Tensor& t) {
-  if (t.device().is_cpu()) return ++t.data<std::int64_t>()[0];
-  Tensor host = copy_to(t, kCPU);
-  const std::int64_t value = ++host.data<std::int64_t>()[0];
-  copy_into(t, copy_to(host, t.device()));
-  return value;
+// t += 1 for an int64 scalar on a GPU, queued there with `one` (an int64 1 on t's device).
+void increment_on_device(const Tensor& t, const Tensor& one) {
+  copy_into(t, ops::binary(ops::BinaryOp::Add, t, one));
 }
 
 }  // namespace
@@ -72,8 +69,21 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool training = is_training();
   double factor = options.momentum.value_or(0.0);
   if (training && options.track_running_stats) {
-    const std::int64_t batches = increment(num_batches_tracked);
-    if (!options.momentum) factor = 1.0 / static_cast<double>(batches);
+    const Tensor& count = num_batches_tracked;
+    if (count.device().is_cpu()) {
+      const std::int64_t batches = ++count.data<std::int64_t>()[0];
+      if (!options.momentum) factor = 1.0 / static_cast<double>(batches);
+    } else if (options.momentum) {
+      if (!one_.defined() || one_.device() != count.device()) {
+        one_ = ones({}, {.dtype = DType::Int64, .device = count.device()});
+      }
+      increment_on_device(count, one_);
+    } else {  // the cumulative average needs the count on the host: one wait for the GPU
+      Tensor host = copy_to(count, kCPU);
+      const std::int64_t batches = ++host.data<std::int64_t>()[0];
+      copy_into(count, copy_to(host, count.device()));
+      factor = 1.0 / static_cast<double>(batches);
+    }
   }
   if (training && t_train_override) {
     return t_train_override(x, running_mean, running_var, weight, bias, factor, options.eps);

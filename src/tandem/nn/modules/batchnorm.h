@@ -56,6 +56,11 @@ struct BatchNorm2d : Module {
   std::string type_name() const override { return "BatchNorm2d"; }
   void reset_running_stats();
   void reset_parameters();  // also resets the running stats
+
+ private:
+  // An int64 1 on num_batches_tracked's device, made on first need: the count then grows on the
+  // GPU itself, without a wait for the GPU per forward (and a CUDA graph replays the increment).
+  Tensor one_;
 };
 
 }  // namespace tandem::nn
