@@ -43,6 +43,13 @@ class CudaBackend final : public DeviceBackend {
         dst_device.is_cuda() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     const DeviceGuard guard(gpu);
     const cudaStream_t stream = current_stream(gpu);
+    // A CUDA graph would replay the copy from whatever the host memory holds by then (the staging
+    // block is reused at once), and a copy to the host must wait: neither belongs in a capture.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TANDEM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    TANDEM_CHECK(capturing == cudaStreamCaptureStatusNone, "a copy of ", nbytes, " bytes ",
+                 kind == cudaMemcpyHostToDevice ? "from the host to " : "to the host from ", "cuda:",
+                 gpu, " while a CUDA graph is being captured: a graph replays GPU work only");
     // To the GPU: staged, so that the CPU need not wait for the GPU to catch up (a batch's upload
     // would otherwise wait for the previous step's kernels).
     if (kind == cudaMemcpyHostToDevice) {

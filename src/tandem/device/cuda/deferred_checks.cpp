@@ -53,4 +53,12 @@ void resolve_deferred_checks(int device) {
 
 std::size_t pending_checks() { return pending.size(); }
 
+std::vector<DeferredCheck> take_deferred_checks(int device) {
+  std::vector<DeferredCheck> mine;
+  std::vector<DeferredCheck> others;
+  for (DeferredCheck& c : pending) (c.device == device ? mine : others).push_back(std::move(c));
+  pending = std::move(others);
+  return mine;
+}
+
 }  // namespace tandem::cuda

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tandem::cuda {
 
@@ -33,5 +34,9 @@ void defer_check(DeferredCheck check);
 void resolve_deferred_checks(int device);
 // How many checks the calling thread has pending (on every device).
 std::size_t pending_checks();
+// Removes the calling thread's pending checks on `device` from its list and returns them, in the
+// order they were deferred: a CUDA graph keeps the checks its capture queued and defers copies of
+// them after each replay, since a capture runs no kernel and each replay rewrites their flags.
+std::vector<DeferredCheck> take_deferred_checks(int device);
 
 }  // namespace tandem::cuda

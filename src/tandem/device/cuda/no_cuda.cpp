@@ -1,8 +1,11 @@
 // The CUDA API of a build without the CUDA toolkit: no GPUs, "built without CUDA" as the reason.
 #include <cstdlib>
+#include <memory>
+#include <utility>
 
 #include "tandem/base/check.h"
 #include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/graph.h"
 #include "tandem/device/cuda/memory.h"
 
 namespace tandem::cuda {
@@ -51,5 +54,19 @@ AllocatorStats memory_stats(int device) {
 void reset_peak_memory(int device) { check_index(device); }
 
 void empty_cache() {}
+
+struct CapturedGraph::Impl {};
+CapturedGraph::CapturedGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CapturedGraph::~CapturedGraph() = default;
+
+std::unique_ptr<CapturedGraph> CapturedGraph::capture(int device,
+                                                      const std::function<void()>& /*work*/) {
+  check_index(device);
+  return nullptr;  // not reached: check_index throws
+}
+
+void CapturedGraph::replay() {}
+int CapturedGraph::device() const { return 0; }
+std::size_t CapturedGraph::nodes() const { return 0; }
 
 }  // namespace tandem::cuda
