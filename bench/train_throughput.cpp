@@ -8,7 +8,7 @@
 // Usage: train_throughput [--model seed-cnn|cnn|mlp|resnet8] [--batch-size 64] [--epochs 1]
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
 //                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
-//                         [--precision fp32|bf16]
+//                         [--precision fp32|bf16] [--cuda-graphs on|off]
 #include <omp.h>
 #include <unistd.h>
 
@@ -49,7 +49,7 @@ double seconds_since_process_start() {
 
 int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
-  std::string precision_name = "fp32";
+  std::string precision_name = "fp32", cuda_graphs = "off";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     else if (flag == "--split") split = v;
     else if (flag == "--data") data = v;
     else if (flag == "--precision") precision_name = v;
+    else if (flag == "--cuda-graphs") cuda_graphs = v;
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
       return 2;
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
   if (precision_name != "fp32" && precision_name != "bf16") {
     std::fprintf(stderr, "train_throughput: --precision %s is not fp32 or bf16\n",
                  precision_name.c_str());
+    return 2;
+  }
+  if (cuda_graphs != "on" && cuda_graphs != "off") {
+    std::fprintf(stderr, "train_throughput: --cuda-graphs %s is not on or off\n", cuda_graphs.c_str());
     return 2;
   }
   const tn::Precision precision =
@@ -105,7 +110,8 @@ int main(int argc, char** argv) {
         [kind, input] { return tn::train::make_model(kind, input); },
         {.split = tn::train::parse_split(split),
          .threads = static_cast<int>(threads),
-         .precision = precision});
+         .precision = precision,
+         .cuda_graphs = cuda_graphs == "on"});
   } catch (const tn::Error& e) {
     std::fprintf(stderr, "train_throughput: %s\n", e.what());
     return 2;
@@ -140,10 +146,11 @@ int main(int argc, char** argv) {
     const tn::train::EvalResult eval =
         tn::train::evaluate(*model, test_loader, input.classes, layout.devices.front());
     std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
-                "\"batch_size\": %ld, "
+                "\"cuda_graphs\": %s, \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
                 "\"loss\": %.4f, \"test_accuracy\": %.4f, \"startup_s\": %.3f, \"data_read_s\": %.3f}\n",
-                model_name.c_str(), devices.c_str(), precision_name.c_str(), batch_size,
+                model_name.c_str(), devices.c_str(), precision_name.c_str(),
+                cuda_graphs == "on" ? "true" : "false", batch_size,
                 threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1, seen / dt, dt,
                 total / static_cast<double>(seen), eval.accuracy, startup_s,
                 data_read_s);

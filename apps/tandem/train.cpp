@@ -82,6 +82,8 @@ struct TrainFlags {
   CLI::Option* deterministic_option = nullptr;
   bool tensorboard = false;
   CLI::Option* tensorboard_option = nullptr;
+  bool cuda_graphs = false;
+  CLI::Option* cuda_graphs_option = nullptr;
   std::int64_t kill_at_step = 0;
 };
 
@@ -104,6 +106,10 @@ Command add_train_command(CLI::App& app) {
   flags->tensorboard_option = cmd->add_flag(
       "--tensorboard", flags->tensorboard,
       "Also write TensorBoard event files (scalars) into the run directory");
+  flags->cuda_graphs_option = cmd->add_flag(
+      "--cuda-graphs", flags->cuda_graphs,
+      "One GPU: capture each batch shape's forward and backward into a CUDA graph and replay it "
+      "(one launch per step instead of one per kernel)");
   cmd->add_option("--test-kill-at-step", flags->kill_at_step,
                   "Testing only: SIGKILL this process after step N")
       ->group("");
@@ -115,6 +121,7 @@ Command add_train_command(CLI::App& app) {
     }
     if (flags->deterministic_option->count() > 0) request.flags.emplace_back("deterministic", "true");
     if (flags->tensorboard_option->count() > 0) request.flags.emplace_back("tensorboard", "true");
+    if (flags->cuda_graphs_option->count() > 0) request.flags.emplace_back("cuda_graphs", "true");
     request.kill_at_step = flags->kill_at_step;
 
     // The console style depends on --log-format, which may come from the config file.

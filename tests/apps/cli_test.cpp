@@ -419,6 +419,16 @@ TEST_F(CliTest, Bf16PrecisionTrainsUnderAutocastOnEveryReplica) {
                    "--precision: unknown precision 'half'");
 }
 
+TEST_F(CliTest, CudaGraphsNeedOneGpuAndOneMicroBatchAndSayWhyOtherwise) {
+  expect_bad_input(std::string(kMlpRun) + " --devices cpu --cuda-graphs --out g1",
+                   "--cuda-graphs: graphs replay GPU work, but the device is cpu");
+  expect_bad_input(std::string(kMlpRun) + " --devices cpu:2 --cuda-graphs --out g2",
+                   "--cuda-graphs: graphs replay one GPU's step, but --devices gives cpu:0,cpu:1");
+  expect_bad_input(std::string(kMlpRun) + " --devices cpu --cuda-graphs --accumulate 2 --out g3",
+                   "--cuda-graphs: a graph replays one whole step, but --accumulate is 2");
+  EXPECT_FALSE(fs::exists(dir_ / "g1" / "model.safetensors"));
+}
+
 TEST_F(CliTest, DevicesAutoMeasuresTheCpuLayoutsUnlessDeterministic) {
   Result r = tandem(std::string(kMlpRun) + " --epochs 1 --out run");
   ASSERT_EQ(r.status, 0) << r.err;

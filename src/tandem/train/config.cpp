@@ -24,7 +24,7 @@ constexpr const char* kKeys[] = {
     "label_smoothing", "devices", "split",     "sync_batchnorm",   "accumulate",
     "threads",  "micro_shard",   "workers",    "seed",             "deterministic",
     "out",      "checkpoint_every", "keep_checkpoints", "resume",   "eval_every",
-    "log_format", "tensorboard", "comm_timeout", "precision"};
+    "log_format", "tensorboard", "comm_timeout", "precision",  "cuda_graphs"};
 
 std::string flag_of(std::string_view key) {
   std::string flag = "--" + std::string(key);
@@ -173,6 +173,8 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
     c.comm_timeout = parse_double(key, text);
   } else if (key == "precision") {
     c.precision = parse_precision(text);
+  } else if (key == "cuda_graphs") {
+    c.cuda_graphs = parse_bool(key, text);
   } else {
     TANDEM_FAIL("unknown setting '", key, "'");
   }
@@ -285,6 +287,8 @@ void validate(const TrainConfig& c) {
                " is not from 0 (automatic) to 4096");
   TANDEM_CHECK(c.micro_shard >= 0, "--micro-shard: ", c.micro_shard,
                " is negative (0 means none)");
+  TANDEM_CHECK(!c.cuda_graphs || c.accumulate == 1, "--cuda-graphs: a graph replays one whole "
+               "step, but --accumulate is ", c.accumulate);
   TANDEM_CHECK(c.micro_shard == 0 || !c.sync_batchnorm,
                "--micro-shard and --sync-batchnorm cannot be combined (global batch-norm "
                "statistics need every shard's forward before any backward)");
@@ -334,6 +338,7 @@ std::string to_json(const TrainConfig& c) {
   j["tensorboard"] = c.tensorboard;
   j["comm_timeout"] = c.comm_timeout;
   j["precision"] = std::string(precision_name(c.precision));
+  j["cuda_graphs"] = c.cuda_graphs;
   return j.dump(2) + "\n";
 }
 

@@ -47,6 +47,7 @@ struct TrainConfig {
   std::int64_t threads = 0;     // threads per device (replica); 0: the cores shared out
   std::int64_t micro_shard = 0; // > 0: fixed shards of N samples (bit-identical on any cpu:N)
   Precision precision = Precision::Float32;  // bf16: convolutions and matmuls under autocast
+  bool cuda_graphs = false;  // one GPU: each step's forward and backward replayed from a graph
   std::int64_t workers = 2;
   std::uint64_t seed = 0;
   Determinism determinism = Determinism::Default;

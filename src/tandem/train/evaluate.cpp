@@ -10,8 +10,14 @@
 
 #include "tandem/autograd/functions.h"
 #include "tandem/autograd/grad_mode.h"
+#include "tandem/ops/ops.h"
 
 namespace tandem::train {
+
+Tensor correct_count(const Tensor& logits, const Tensor& target) {
+  NoGradGuard no_grad;
+  return ops::sum(ops::cast(ops::equal(logits.argmax(1), target), DType::Float64), {}, false);
+}
 
 Tensor forward_in_chunks(nn::Module& model, const Tensor& input, std::int64_t max_rows) {
   TANDEM_CHECK(max_rows >= 1, "forward_in_chunks: max_rows ", max_rows, " is not positive");

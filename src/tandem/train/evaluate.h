@@ -22,6 +22,10 @@ inline constexpr std::int64_t kEvalChunkRows = 256;
 Tensor forward_in_chunks(nn::Module& model, const Tensor& input,
                          std::int64_t max_rows = kEvalChunkRows);
 
+// Rows whose largest logit is their target, counted where the logits are: logits (B, L), target
+// (B) -> a float64 scalar on their device (read it when the host waits anyway). No gradient.
+Tensor correct_count(const Tensor& logits, const Tensor& target);
+
 struct EvalResult {
   std::int64_t samples = 0;
   double loss = 0;      // mean cross-entropy (no label smoothing)

@@ -29,6 +29,7 @@
 #include "tandem/report/tfevents.h"
 #include "tandem/train/auto_devices.h"
 #include "tandem/train/distributed.h"
+#include "tandem/train/graph_runner.h"
 #include "tandem/train/gpu_usage.h"
 #include "tandem/train/models.h"
 #include "tandem/train/run_dir.h"
@@ -163,13 +164,6 @@ struct EpochTotals {
 std::optional<double> fraction(std::int64_t part, std::int64_t whole) {
   if (whole <= 0) return std::nullopt;
   return static_cast<double>(part) / static_cast<double>(whole);
-}
-
-// Rows whose largest logit is their target, counted where the logits are: logits (B, L), target
-// (B) -> a float64 scalar on their device (read it when the host waits anyway).
-Tensor correct_count(const Tensor& logits, const Tensor& target) {
-  NoGradGuard no_grad;
-  return ops::sum(ops::cast(ops::equal(logits.argmax(1), target), DType::Float64), {}, false);
 }
 
 // The same count on the host.
@@ -357,7 +351,8 @@ RunnerOptions runner_options(const TrainConfig& c) {
           .sync_batchnorm = c.sync_batchnorm,
           .threads = static_cast<int>(c.threads),
           .micro_shard = c.micro_shard,
-          .precision = c.precision};
+          .precision = c.precision,
+          .cuda_graphs = c.cuda_graphs};
 }
 
 namespace {
@@ -550,9 +545,17 @@ std::unique_ptr<StepRunner> make_step_runner(std::shared_ptr<nn::Module> model,
     TANDEM_CHECK(options.split.kind != SplitKind::Weighted, "--split: ",
                  split_name(options.split), " gives proportions, but there is one device");
     if (options.threads > 0) parallel::set_up_this_thread({.threads = options.threads});
+    if (options.cuda_graphs) {
+      TANDEM_CHECK(options.accumulate == 1, "--cuda-graphs: a graph replays one whole step, but "
+                   "--accumulate is ", options.accumulate);
+      return std::make_unique<CudaGraphRunner>(std::move(model), layout.devices.front(), criterion,
+                                               options.precision, options.note);
+    }
     return std::make_unique<SingleDeviceRunner>(std::move(model), layout.devices.front(), criterion,
                                                 options.accumulate, options.precision);
   }
+  TANDEM_CHECK(!options.cuda_graphs, "--cuda-graphs: graphs replay one GPU's step, but --devices "
+               "gives ", layout.describe());
   TANDEM_CHECK(factory != nullptr, "make_step_runner: several devices need a replica factory");
   return std::make_unique<DataParallelRunner>(std::move(model), layout, std::move(factory),
                                               criterion, options);
@@ -612,6 +615,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   resolved.config.out = agree_on(job, resolved.config.out);
   const TrainConfig& c = resolved.config;
   const bool deterministic = c.determinism == Determinism::Deterministic;
+  TANDEM_CHECK(!(job.distributed() && c.cuda_graphs), "--cuda-graphs: not under a multi-process "
+               "launcher (", job.size(), " processes): the gradients cross the processes from hooks "
+               "during the backward, which a graph cannot replay");
   TANDEM_CHECK(!(job.distributed() && c.sync_batchnorm), "--sync-batchnorm: batch-norm statistics "
                "are synchronised over the replicas of one process only, and this run has ",
                job.size(), " processes; leave it out (each process then normalises over its own "
@@ -716,6 +722,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                                                : omp_get_max_threads();
   const int compute_threads = devices * threads_per_device;
   const bool overlap = overlaps_backward(!layout.devices.front().is_cpu(), compute_threads, cores);
+  options.note = [&console](const std::string& text) { console.warning(text); };
   const auto cross = prepare_reduction(job, *model, layout.devices.size(), overlap, options);
   std::unique_ptr<StepRunner> runner =
       make_step_runner(model, layout, criterion, [kind, input]() { return make_model(kind, input); },
@@ -817,7 +824,11 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                              std::to_string(total_steps) + " (" + std::to_string(c.epochs) +
                              " epochs of " + std::to_string(steps_per_epoch) + "), " +
                              optimizer_name(c.optimizer) + " lr " + fixed(optimizer->lr(), 6) +
-                             precision_note(c.precision, layout) + ", out " + run.path +
+                             precision_note(c.precision, layout) +
+                             (c.cuda_graphs ? ", CUDA graphs (each batch shape's second step is "
+                                              "captured, then replayed)"
+                                            : "") +
+                             ", out " + run.path +
                              (!cross ? ""
                               : overlap
                                   ? "; gradients cross the processes while the backward runs"

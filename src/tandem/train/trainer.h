@@ -57,6 +57,10 @@ struct RunnerOptions {
   int threads = 0;  // per device; 0: one device gets the caller's default, replicas share cores
   std::int64_t micro_shard = 0;
   Precision precision = Precision::Float32;  // autocast over each forward and loss
+  // One GPU: replay each batch shape's forward and backward from a CUDA graph (graph_runner.h).
+  bool cuda_graphs = false;
+  // Said once when the runner changes course (a failed graph capture); may be null.
+  std::function<void(const std::string&)> note;
   // Several devices: each bucket's master parameters once DataParallel has summed them (a
   // multi-process run reduces them across the processes from there).
   std::function<void(const std::vector<Tensor>& params)> on_bucket_reduced;
