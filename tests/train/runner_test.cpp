@@ -1,9 +1,11 @@
 // Tests of the trainer's step runners and device choice: --accumulate gives the gradients of the
 // whole batch on one device and on CPU replicas (also for a short last batch), --split and
 // --sync-batchnorm reach DataParallel, bad combinations are errors naming the flag, and
-// --devices auto measures both CPU layouts and leaves the default generator as it was.
+// --devices auto measures both CPU layouts, in the run's precision, and leaves the default
+// generator as it was.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,6 +121,41 @@ TEST(Config, ParallelSettingsParseAndValidate) {
   set_from_text(d, "sync_batchnorm", "true");
   testing::expect_contains(testing::error_of([&] { validate(d); }),
                            "--micro-shard and --sync-batchnorm");
+}
+
+// The seed model behind a forward that counts the forwards run under bf16 autocast and in all.
+struct PrecisionSpy : nn::Module {
+  std::shared_ptr<nn::Module> inner;
+  std::shared_ptr<std::atomic<int>> bf16, all;
+  PrecisionSpy(std::shared_ptr<nn::Module> m, std::shared_ptr<std::atomic<int>> b,
+               std::shared_ptr<std::atomic<int>> a)
+      : inner(std::move(m)), bf16(std::move(b)), all(std::move(a)) {
+    add_child("inner", inner);
+  }
+  Tensor forward(const Tensor& x) override {
+    ++*all;
+    if (autocast_precision() == Precision::BFloat16) ++*bf16;
+    return (*inner)(x);
+  }
+};
+
+TEST(AutoDevices, TheTrialsRunInTheRunsPrecision) {
+  auto bf16 = std::make_shared<std::atomic<int>>(0);
+  auto all = std::make_shared<std::atomic<int>>(0);
+  const AutoDeviceChoice choice = choose_cpu_layout(
+      {.make_model = [&] {
+         return std::make_shared<PrecisionSpy>(make_model(ModelKind::SeedCnn, kInput), bf16, all);
+       },
+       .sample_shape = kInput.sample_shape,
+       .classes = kInput.classes,
+       .batch_size = 8,
+       .cores = 2,
+       .precision = Precision::BFloat16,
+       .max_steps = 1,
+       .max_seconds = 0.1});
+  EXPECT_GT(all->load(), 0);
+  EXPECT_EQ(bf16->load(), all->load()) << "some trial forwards ran in float32";
+  testing::expect_contains(choice.reason, "batch 8 in bf16");
 }
 
 TEST(AutoDevices, MeasuresBothCpuLayoutsAndKeepsTheGenerator) {

@@ -38,7 +38,8 @@ AutoDeviceTrial run_trial(const AutoDeviceRequest& req, DeviceLayout layout, int
                                                 {.dtype = DType::Int64}, &g)};
       const std::shared_ptr<nn::Module> model = req.make_model();
       std::unique_ptr<StepRunner> runner = make_step_runner(
-          model, trial.layout, req.criterion, req.make_model, {.threads = threads});
+          model, trial.layout, req.criterion, req.make_model,
+          {.threads = threads, .precision = req.precision});
       optim::SGD optimizer(model->parameters(), {.lr = 1e-3, .momentum = 0.9});
       auto step = [&] {
         optimizer.zero_grad();
@@ -98,7 +99,8 @@ AutoDeviceChoice choose_cpu_layout(const AutoDeviceRequest& req) {
   choice.layout = won.layout;
   choice.threads = won.threads;
   choice.reason = "measured " + std::to_string(won.steps + lost.steps) + " steps at batch " +
-                  std::to_string(req.batch_size) + ": " + describe_trial(won) + " against " +
+                  std::to_string(req.batch_size) +
+                  (req.precision == Precision::BFloat16 ? " in bf16" : "") + ": " + describe_trial(won) + " against " +
                   describe_trial(lost);
   return choice;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "tandem/autograd/autocast.h"
 #include "tandem/nn/module.h"
 #include "tandem/nn/modules/loss.h"
 #include "tandem/base/shape.h"
@@ -38,6 +39,7 @@ struct AutoDeviceRequest {
   std::int64_t batch_size = 0;
   int cores = 0;  // > 1
   nn::CrossEntropyLoss criterion;
+  Precision precision = Precision::Float32;  // the run's: bf16 trials run under autocast
   int warmup_steps = 3;           // primitive creation, first touch of memory, thread start-up
   int max_steps = 100;            // timed steps per trial at most ...
   double max_seconds = 0.4;       // ... or until this much time has gone (at least one step)

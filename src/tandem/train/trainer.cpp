@@ -674,7 +674,8 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                            .classes = input.classes,
                            .batch_size = std::max<std::int64_t>(1, c.batch_size / c.accumulate),
                            .cores = cores,
-                           .criterion = nn::CrossEntropyLoss({.label_smoothing = c.label_smoothing})});
+                           .criterion = nn::CrossEntropyLoss({.label_smoothing = c.label_smoothing}),
+                           .precision = c.precision});
     layout = choice.layout;
     auto_reason = "auto: " + choice.reason;
     devices_stage();
