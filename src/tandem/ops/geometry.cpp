@@ -35,6 +35,12 @@ void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w) {
                w.size(1), " expected)");
 }
 
+void check_no_bf16_bias(const char* op, DType dtype, bool has_bias) {
+  TANDEM_CHECK(dtype != DType::BFloat16 || !has_bias, op,
+               ": a bfloat16 product takes no bias; add it in float32 after widening the result "
+               "(as autocast does)");
+}
+
 AlongDim along_dim(const char* op, const Tensor& x, std::int64_t dim) {
   const std::int64_t rank = std::max<std::int64_t>(x.dim(), 1);
   const std::int64_t d = wrap_dim(dim, rank, op);

@@ -1,5 +1,6 @@
 // The checks and problem sizes the CPU and CUDA kernels share, so both backends refuse the same
-// inputs with the same messages and see the same geometry: matrix products and linear layers,
+// inputs with the same messages and see the same geometry: matrix products and linear layers
+// (and the bias a bfloat16 product refuses),
 // "along one dim" ops (softmax, argmax), batch norm's per-channel operands, concatenation.
 #pragma once
 
@@ -21,6 +22,10 @@ MatmulSizes matmul_sizes(const Tensor& a, const Tensor& b, bool trans_a, bool tr
 
 // Linear layers: x (N, D_in) and w (D_out, D_in).
 void check_linear_shapes(const char* op, const Tensor& x, const Tensor& w);
+
+// A product in `dtype` given (or asked for) a bias: refused for bfloat16, whose bias autocast adds
+// in float32 after widening the result.
+void check_no_bf16_bias(const char* op, DType dtype, bool has_bias);
 
 // x seen as (a, l, b) around `dim` (l its length); a 0-d tensor is one element along a dim of
 // length 1.

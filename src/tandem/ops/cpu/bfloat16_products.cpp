@@ -4,6 +4,7 @@
 
 #include "tandem/base/check.h"
 #include "tandem/ops/cpu/common.h"
+#include "tandem/ops/geometry.h"
 
 namespace tandem::ops::cpu::bf16 {
 namespace {
@@ -17,12 +18,6 @@ void check_bf16(const char* op, std::initializer_list<const Tensor*> tensors) {
   }
 }
 
-void check_no_bias(const char* op, bool has_bias) {
-  TANDEM_CHECK(!has_bias, op,
-               ": a bfloat16 product takes no bias; add it in float32 after widening the result "
-               "(as autocast does)");
-}
-
 Tensor widen(const Tensor& t) { return convert_dtype(t, DType::Float32); }
 Tensor round_to_bf16(const Tensor& t) { return convert_dtype(t, DType::BFloat16); }
 
@@ -32,7 +27,7 @@ bool applies(const Tensor& first) { return first.defined() && first.dtype() == D
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   check_bf16("conv2d", {&x, &w});
-  check_no_bias("conv2d", b.defined());
+  check_no_bf16_bias("conv2d", DType::BFloat16, b.defined());
   return round_to_bf16(ops::conv2d(widen(x), widen(w), Tensor(), p));
 }
 
@@ -45,7 +40,7 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shap
 void conv2d_backward_weights(const Tensor& grad_out, const Tensor& x, const Shape& w_shape,
                              const Conv2dParams& p, Tensor* grad_w, Tensor* grad_b) {
   check_bf16("conv2d_backward_weights", {&grad_out, &x});
-  check_no_bias("conv2d_backward_weights", grad_b != nullptr);
+  check_no_bf16_bias("conv2d_backward_weights", DType::BFloat16, grad_b != nullptr);
   if (!grad_w) return;
   Tensor gw;
   ops::conv2d_backward_weights(widen(grad_out), widen(x), w_shape, p, &gw, nullptr);
@@ -59,7 +54,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_bf16("linear", {&x, &w});
-  check_no_bias("linear", b.defined());
+  check_no_bf16_bias("linear", DType::BFloat16, b.defined());
   return round_to_bf16(ops::linear(widen(x), widen(w), Tensor()));
 }
 
@@ -71,7 +66,7 @@ Tensor linear_backward_input(const Tensor& grad_out, const Tensor& w) {
 void linear_backward_weights(const Tensor& grad_out, const Tensor& x, Tensor* grad_w,
                              Tensor* grad_b) {
   check_bf16("linear_backward", {&grad_out, &x});
-  check_no_bias("linear_backward", grad_b != nullptr);
+  check_no_bf16_bias("linear_backward", DType::BFloat16, grad_b != nullptr);
   if (!grad_w) return;
   Tensor gw;
   ops::linear_backward_weights(widen(grad_out), widen(x), &gw, nullptr);

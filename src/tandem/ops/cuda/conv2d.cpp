@@ -21,6 +21,7 @@
 #include "tandem/ops/cuda/cuda_ops.h"
 #include "tandem/ops/cuda/handles.h"
 #include "tandem/ops/cuda/launch.cuh"
+#include "tandem/ops/geometry.h"
 
 namespace tandem::ops::cuda {
 namespace {
@@ -31,12 +32,6 @@ constexpr std::size_t kMaxWorkspace = std::size_t{512} << 20;
 void check_floating(const char* op, DType dtype) {
   TANDEM_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16, op,
                ": expected float32, float64 or bfloat16 tensors, got ", dtype);
-}
-
-void check_no_bf16_bias(const char* op, DType dtype, bool has_bias) {
-  TANDEM_CHECK(dtype != DType::BFloat16 || !has_bias, op,
-               ": a bfloat16 product takes no bias; add it in float32 after widening the result "
-               "(as autocast does)");
 }
 
 int as_int(std::int64_t v, const char* op) {

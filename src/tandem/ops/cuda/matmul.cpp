@@ -38,12 +38,6 @@ void check_floating(const char* op, const Tensor& t) {
       op, ": expected a float32, float64 or bfloat16 tensor, got ", t.dtype());
 }
 
-void check_no_bf16_bias(const char* op, const Tensor& t, bool has_bias) {
-  TANDEM_CHECK(t.dtype() != DType::BFloat16 || !has_bias, op,
-               ": a bfloat16 product takes no bias; add it in float32 after widening the result "
-               "(as autocast does)");
-}
-
 int as_int(std::int64_t v, const char* op) {
   TANDEM_CHECK(v <= INT_MAX, op, ": dimension ", v, " is too large for cuBLAS (at most ", INT_MAX,
                ")");
@@ -116,7 +110,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   check_gpu_operands("linear", {&x_in, &w_in, &b_in});
   check_floating("linear", x_in);
-  check_no_bf16_bias("linear", x_in, b_in.defined());
+  check_no_bf16_bias("linear", x_in.dtype(), b_in.defined());
   check_linear_shapes("linear", x_in, w_in);
   if (b_in.defined()) {
     TANDEM_CHECK(b_in.dim() == 1 && b_in.size(0) == w_in.size(0), "linear: bias ",
@@ -141,7 +135,7 @@ void linear_backward_weights(const Tensor& grad_out, const Tensor& x, Tensor* gr
                              Tensor* grad_b) {
   check_gpu_operands("linear_backward", {&grad_out, &x});
   check_floating("linear_backward", grad_out);
-  check_no_bf16_bias("linear_backward", grad_out, grad_b != nullptr);
+  check_no_bf16_bias("linear_backward", grad_out.dtype(), grad_b != nullptr);
   TANDEM_CHECK(grad_out.dim() == 2 && x.dim() == 2 && grad_out.size(0) == x.size(0),
                "linear_backward: gradient ", show(grad_out.shape()), " does not match input ",
                show(x.shape()));
