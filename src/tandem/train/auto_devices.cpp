@@ -100,8 +100,8 @@ AutoDeviceChoice choose_cpu_layout(const AutoDeviceRequest& req) {
   choice.threads = won.threads;
   choice.reason = "measured " + std::to_string(won.steps + lost.steps) + " steps at batch " +
                   std::to_string(req.batch_size) +
-                  (req.precision == Precision::BFloat16 ? " in bf16" : "") + ": " + describe_trial(won) + " against " +
-                  describe_trial(lost);
+                  (req.precision == Precision::BFloat16 ? " in bf16" : "") + ": " +
+                  describe_trial(won) + " against " + describe_trial(lost);
   return choice;
 }
 

@@ -28,12 +28,17 @@ void defer_check(DeferredCheck check) {
   }
 }
 
-void resolve_deferred_checks(int device) {
-  if (resolving || pending.empty()) return;
+std::vector<DeferredCheck> take_deferred_checks(int device) {
   std::vector<DeferredCheck> mine;
   std::vector<DeferredCheck> others;
   for (DeferredCheck& c : pending) (c.device == device ? mine : others).push_back(std::move(c));
   pending = std::move(others);
+  return mine;
+}
+
+void resolve_deferred_checks(int device) {
+  if (resolving || pending.empty()) return;
+  const std::vector<DeferredCheck> mine = take_deferred_checks(device);
   if (mine.empty()) return;
   resolving = true;
   struct Reset {
@@ -52,13 +57,5 @@ void resolve_deferred_checks(int device) {
 }
 
 std::size_t pending_checks() { return pending.size(); }
-
-std::vector<DeferredCheck> take_deferred_checks(int device) {
-  std::vector<DeferredCheck> mine;
-  std::vector<DeferredCheck> others;
-  for (DeferredCheck& c : pending) (c.device == device ? mine : others).push_back(std::move(c));
-  pending = std::move(others);
-  return mine;
-}
 
 }  // namespace tandem::cuda
