@@ -62,6 +62,7 @@ TEST_P(SeedCnnReplicas, EvenSplitMatchesOneDevice) {
   const TrainingRun dp = train_dp<SeedNet>(init, batches, nn::cpu_replicas(GetParam()));
   EXPECT_TRUE(losses_match(dp.losses, ref.losses, kLossRtol));
   EXPECT_TRUE(states_match(dp.state, ref.state, kWeightRtol, kWeightAtol));
+  EXPECT_EQ(dp.reduction, "host");  // NCCL is for replicas each on a GPU of their own
 }
 
 TEST_P(SeedCnnReplicas, WeightedSplitMatchesOneDevice) {
@@ -258,6 +259,15 @@ TEST(DataParallel, AccumulationMatchesOneDeviceOnTheWholeBatch) {
   }
   EXPECT_TRUE(losses_match(losses, ref.losses, kLossRtol));
   EXPECT_TRUE(states_match(snapshot(*model), ref.state, kWeightRtol, kWeightAtol));
+}
+
+TEST(DataParallel, AccumulationOnThreeReplicasMatchesOneDevice) {
+  // Halves of 12 rows over three replicas: 4 rows each, every micro-step.
+  const auto init = initial_state(8, false);
+  const auto batches = make_batches(4, kBatch, 15);
+  const TrainingRun ref = train_single<SeedNet>(init, batches);
+  const TrainingRun dp = train_dp_accumulated<SeedNet>(init, batches, nn::cpu_replicas(3));
+  EXPECT_TRUE(states_match(dp.state, ref.state, kWeightRtol, kWeightAtol));
 }
 
 TEST(DataParallel, AccumulationWeightsEachMicroStepEquallyWhateverTheSplits) {

@@ -73,6 +73,7 @@ std::shared_ptr<Net> model_from(const nn::StateDict& init) {
 struct TrainingRun {
   std::vector<double> losses;
   nn::StateDict state;
+  std::string reduction;  // DataParallel::reduction(): "host" or "nccl"
 };
 
 constexpr optim::SGDOptions kSgd{.lr = 0.05, .momentum = 0.9};
@@ -117,6 +118,34 @@ TrainingRun train_dp(const nn::StateDict& init, const std::vector<Batch>& batche
     run.losses.push_back(r.loss);
   }
   run.state = snapshot(*model);
+  run.reduction = dp.reduction();
+  return run;
+}
+
+// Each batch as two micro-steps of half its rows (accumulate = 2) on `devices`, the model starting
+// on the first: the same update as one device on the whole batch.
+template <typename Net>
+TrainingRun train_dp_accumulated(const nn::StateDict& init, const std::vector<Batch>& batches,
+                                 std::vector<Device> devices) {
+  auto model = model_from<Net>(init);
+  if (!devices.front().is_cpu()) model->to(devices.front());
+  nn::DataParallel dp(model, std::move(devices), {.accumulate = 2, .threads_per_replica = 1});
+  optim::SGD opt(model->parameters(), kSgd);
+  TrainingRun run;
+  for (const Batch& b : batches) {
+    const std::int64_t half = b.x.size(0) / 2;
+    opt.zero_grad();
+    const nn::StepResult first = dp.forward_backward(
+        b.x.narrow(0, 0, half), b.y.narrow(0, 0, half), cross_entropy_loss);
+    EXPECT_FALSE(first.synchronized);
+    const nn::StepResult second =
+        dp.forward_backward(b.x.narrow(0, half, b.x.size(0) - half),
+                            b.y.narrow(0, half, b.x.size(0) - half), cross_entropy_loss);
+    EXPECT_TRUE(second.synchronized);
+    dp.step(opt);
+  }
+  run.state = snapshot(*model);
+  run.reduction = dp.reduction();
   return run;
 }
 

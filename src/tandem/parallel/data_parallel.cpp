@@ -17,8 +17,10 @@
 #include "tandem/device/cpu_allocator.h"
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/memory.h"
+#include "tandem/dist/nccl/nccl_clique.h"
 #include "tandem/nn/modules/batchnorm.h"
 #include "tandem/ops/ops.h"
+#include "tandem/parallel/nccl_reducer.h"
 #include "tandem/parallel/reducer.h"
 #include "tandem/parallel/replica_group.h"
 #include "tandem/parallel/replica_threads.h"
@@ -98,7 +100,7 @@ struct DataParallelState {
 
   DataParallelStats stats;
   std::vector<std::shared_ptr<MemoryAccount>> accounts;  // [replica] what its thread allocated
-  std::unique_ptr<parallel::HostReducer> reducer;
+  std::unique_ptr<parallel::GradientReducer> reducer;
   std::unique_ptr<parallel::ReplicaGroup> group;
   std::unique_ptr<parallel::AutoBalancer> balancer;
   // Last, so that it is destroyed first: the threads are joined before anything they use goes.
@@ -221,6 +223,7 @@ void DataParallelState::run_replica(std::size_t r) {
   }
   // A replica without a live backward this step still completes every bucket (with nothing).
   if (w.communicate && !went_live) reducer->finish(r);
+  if (w.communicate) reducer->join(r);
   const double helped_wait = w.communicate && reducer->deferred() ? help_reduce(r) : 0.0;
   if (w.communicate) st.reduction_s = reducer->reduce_seconds(r);
   st.wait_s = group->wait_seconds(r) + helped_wait;
@@ -263,6 +266,7 @@ void DataParallelState::reset_cycle() {
     for (const Tensor& p : params[r]) p.set_grad(Tensor());
   }
   for (std::size_t r = 0; r < size(); ++r) reducer->disarm(r);
+  reducer->abandon();
   for (auto& s : stored) s.clear();
   stash.clear();
   contributions.clear();
@@ -320,6 +324,17 @@ void check_devices(const std::vector<Device>& devices) {
     const std::string missing = cuda::missing_gpu_message(d.index);
     TANDEM_CHECK(missing.empty(), "DataParallel: ", missing);
   }
+}
+
+// The GPU of each replica when there are several and each has a GPU of its own; else none.
+std::vector<int> own_gpus(const std::vector<Device>& devices) {
+  std::vector<int> gpus;
+  std::set<int> seen;
+  for (const Device& d : devices) {
+    if (!d.is_cuda() || !seen.insert(d.index).second) return {};
+    gpus.push_back(d.index);
+  }
+  return gpus.size() >= 2 ? gpus : std::vector<int>{};
 }
 
 // The trainable parameters of a module, deduplicated (tied weights count once), with their names.
@@ -402,10 +417,17 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
   s.acc_coeff.assign(n, 0.0);
   s.stored_count.assign(n, 0);
   s.work.resize(n);
-  std::vector<bool> staged(n);
-  for (std::size_t r = 0; r < n; ++r) staged[r] = !s.devices[r].is_cpu();
-  s.reducer = std::make_unique<parallel::HostReducer>(s.params, s.stored, s.options.bucket_bytes,
-                                                      s.options.on_bucket_reduced, staged);
+  const std::vector<int> gpus = own_gpus(s.devices);
+  if (!gpus.empty() && s.options.gpu_reduction == GpuReduction::Nccl &&
+      s.options.on_bucket_reduced == nullptr && dist::nccl_clique_built()) {
+    s.reducer = std::make_unique<parallel::NcclReducer>(s.params, s.stored,
+                                                        s.options.bucket_bytes, gpus);
+  } else {
+    std::vector<bool> staged(n);
+    for (std::size_t r = 0; r < n; ++r) staged[r] = !s.devices[r].is_cpu();
+    s.reducer = std::make_unique<parallel::HostReducer>(
+        s.params, s.stored, s.options.bucket_bytes, s.options.on_bucket_reduced, staged);
+  }
   s.group = std::make_unique<parallel::ReplicaGroup>(n);
   if (s.options.split == SplitPolicy::Auto) {
     s.balancer = std::make_unique<parallel::AutoBalancer>(n, s.options.auto_split);
@@ -714,6 +736,7 @@ const DataParallelStats& DataParallel::stats() const { return state_->stats; }
 const std::vector<std::vector<std::size_t>>& DataParallel::buckets() const {
   return state_->reducer->buckets();
 }
+const char* DataParallel::reduction() const { return state_->reducer->kind(); }
 
 std::vector<Device> cpu_replicas(int n) {
   TANDEM_CHECK(n >= 1, "cpu_replicas: need at least one replica, got ", n);

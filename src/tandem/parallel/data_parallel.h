@@ -20,9 +20,11 @@
 // Pinning (Pinning::Cores) is off by default: on 2 shared cores pinned and free replica threads
 // were within noise of each other (+-15% from round to round).
 // GPU replicas (cuda:I, the same GPU more than once, GPUs with CPU replicas) take the same path:
-// each replica's thread queues its work on its GPU, the gradients are reduced through the host
-// (HostReducer's staging, bit for bit the CPU arithmetic), and a master on a GPU is updated by
-// replica 0's thread and copied to the other replicas when the next cycle begins.
+// each replica's thread queues its work on its GPU, and a master on a GPU is updated by replica
+// 0's thread and copied to the other replicas when the next cycle begins. Replicas each on a GPU
+// of their own are reduced by NCCL on the GPUs, overlapped with the backward (NcclReducer, where
+// NCCL is built); the others (a GPU twice, GPUs with CPU replicas, or GpuReduction::Host) through
+// the host (HostReducer's staging, bit for bit the CPU arithmetic).
 #pragma once
 
 #include <cstddef>
@@ -63,6 +65,10 @@ enum class BatchNormStats : std::uint8_t { PerReplica, Global };
 enum class ParameterSync : std::uint8_t { Shared, Broadcast };
 // Cores: replica r's thread (and its OpenMP team) is pinned to its own block of CPUs.
 enum class Pinning : std::uint8_t { None, Cores };
+// How replicas each on a GPU of their own are reduced. Nccl: by NCCL on the GPUs where tandem is
+// built with it (the host otherwise, and for any other mix of devices); Host: always through the
+// host, bit for bit the CPU reducer's arithmetic.
+enum class GpuReduction : std::uint8_t { Nccl, Host };
 using parallel::AutoSplitOptions;
 
 struct DataParallelOptions {
@@ -75,6 +81,7 @@ struct DataParallelOptions {
   int threads_per_replica = 0;         // 0: max(1, cores / replicas)
   Pinning pinning = Pinning::None;
   ParameterSync parameter_sync = ParameterSync::Shared;
+  GpuReduction gpu_reduction = GpuReduction::Nccl;
   // > 0: the global batch is cut into fixed shards of this many samples, each a separate
   // forward/backward, whose gradients are summed in shard order: with the same threads_per_replica
   // the weights are then bit-identical whatever the number of replicas. Costs: smaller batches
@@ -165,6 +172,8 @@ class DataParallel {
   const DataParallelStats& stats() const;  // totals since construction
   // Parameter indices (in named_parameters() order, trainable ones) per gradient bucket.
   const std::vector<std::vector<std::size_t>>& buckets() const;
+  // Where the gradients are summed: "nccl" (on the GPUs) or "host".
+  const char* reduction() const;
 
  private:
   struct ReplicaModel {

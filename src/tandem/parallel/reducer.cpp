@@ -159,17 +159,14 @@ void GradientReducer::rebuild_buckets() {
   }
 }
 
+Tensor GradientReducer::contribution_grad(const Contribution& c, std::size_t param) const {
+  if (c.stored < 0) return params_[c.replica][param].grad();
+  return stored_[c.replica].at(static_cast<std::size_t>(c.stored))[param];
+}
+
 // ---- HostReducer --------------------------------------------------------------------------------
 
 namespace {
-
-// The gradient a contribution refers to for parameter i (undefined when it has none).
-Tensor contribution_grad(const Contribution& c, std::size_t i,
-                         const std::vector<std::vector<Tensor>>& params,
-                         const std::vector<std::vector<std::vector<Tensor>>>& stored) {
-  if (c.stored < 0) return params[c.replica][i].grad();
-  return stored[c.replica].at(static_cast<std::size_t>(c.stored))[i];
-}
 
 // A contiguous copy of g in host memory (a copy even when g already is one: a staged gradient
 // must not change when its replica's backward goes on).
@@ -270,7 +267,7 @@ void HostReducer::stage(std::size_t replica, std::size_t bucket) {
     const Contribution& c = contributions[k];
     if (c.replica != replica || c.coeff == 0.0) continue;
     for (std::size_t i : buckets()[bucket]) {
-      const Tensor g = contribution_grad(c, i, params_, stored_);
+      const Tensor g = contribution_grad(c, i);
       if (g.defined()) host_grads_[k][i] = host_copy(g);
     }
   }
@@ -321,7 +318,7 @@ void HostReducer::set_up(std::size_t bucket) {
     for (std::size_t k = 0; k < p.contributions.size(); ++k) {
       const Contribution& c = p.contributions[k];
       if (c.coeff == 0.0) continue;
-      Tensor g = staged(c.replica) ? host_grads_[k][i] : contribution_grad(c, i, params_, stored_);
+      Tensor g = staged(c.replica) ? host_grads_[k][i] : contribution_grad(c, i);
       if (!g.defined()) continue;
       check_operand(g, master, "a replica's");
       if (!g.is_contiguous()) {

@@ -2,8 +2,8 @@
 // are grouped in buckets of about bucket_bytes in reverse order of use; a bucket is handed on as
 // soon as its gradients are final on a replica, while that replica's backward goes on.
 // GradientReducer keeps this bookkeeping; what happens to a ready bucket is device-specific:
-// HostReducer (CPU replicas) sums it on the replica threads (see below), and an NCCL reducer for
-// CUDA replicas will implement the same bucket_ready().
+// HostReducer (CPU replicas, and GPU replicas through the host) sums it on the replica threads
+// (see below); NcclReducer (nccl_reducer.h, replicas on distinct GPUs) sums it on the GPUs.
 #pragma once
 
 #include <atomic>
@@ -75,6 +75,23 @@ class GradientReducer {
   // became ready (parameters never seen go last). Later calls change nothing.
   void rebuild_buckets();
 
+  // After finish(r), on r's thread: orders r's later work on its device after its part of the
+  // reduction (the optimizer reads the master's .grad, the next backward reuses the buffers).
+  virtual void join(std::size_t /*replica*/) {}
+  // After a failed step (main thread, replicas idle): ends whatever reduction is still waiting
+  // for a replica that will not come; the next begin() starts afresh.
+  virtual void abandon() {}
+  // Deferred mode: sums wait for the replicas to help() once their backward has ended.
+  virtual bool deferred() const { return false; }
+  // Runs one waiting piece of a ready bucket's sum on replica r's thread; false if none was.
+  virtual bool help(std::size_t /*replica*/) { return false; }
+  // Every bucket's sum is set up: a help() that then returns false leaves nothing unclaimed.
+  virtual bool all_set_up() const { return true; }
+  // Every bucket of the current reduction is summed, or queued where it is summed (acquire).
+  virtual bool all_reduced() const = 0;
+  // "host" or "nccl": where the sums run, for reports.
+  virtual const char* kind() const = 0;
+
   const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
   double reduce_seconds(std::size_t replica) const { return reduce_s_.at(replica); }
 
@@ -86,6 +103,8 @@ class GradientReducer {
 
   std::size_t replicas() const { return params_.size(); }
   const ReductionPlan& plan() const { return plan_; }
+  // The gradient contribution c refers to for parameter i (undefined when it has none).
+  Tensor contribution_grad(const Contribution& c, std::size_t param) const;
   const std::vector<std::vector<Tensor>>& params_;
   const std::vector<std::vector<std::vector<Tensor>>>& stored_;
   std::vector<double> reduce_s_;  // [replica], written by that replica's thread
@@ -137,14 +156,14 @@ class HostReducer final : public GradientReducer {
   ~HostReducer() override;
 
   // Deferred mode: chunks wait for help() (else bucket_ready() runs them all).
-  bool deferred() const { return !eager(); }
+  bool deferred() const override { return !eager(); }
   // Runs one chunk of a ready bucket's sum on replica r's thread; false if none was waiting.
-  bool help(std::size_t replica);
-  // Every bucket's sum is set up (every replica completed every bucket): a help() that then
-  // returns false leaves nothing unclaimed.
-  bool all_set_up() const;
+  bool help(std::size_t replica) override;
+  // Every bucket's sum is set up (every replica completed every bucket).
+  bool all_set_up() const override;
   // Every bucket of the current reduction is summed (acquire: the sums are visible).
-  bool all_reduced() const;
+  bool all_reduced() const override;
+  const char* kind() const override { return "host"; }
 
  protected:
   void bucket_ready(std::size_t replica, std::size_t bucket) override;

@@ -503,6 +503,7 @@ class DataParallelRunner final : public StepRunner {
   }
 
   void optimizer_step(optim::Optimizer& optimizer) override { dp_.step(optimizer); }
+  std::string reduction() const override { return dp_.reduction(); }
 
  private:
   // What the accounting calls each replica: cpu:N, cuda:I, or cuda:I[k] for the k-th of several
@@ -826,6 +827,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                              " epochs of " + std::to_string(steps_per_epoch) + "), " +
                              optimizer_name(c.optimizer) + " lr " + fixed(optimizer->lr(), 6) +
                              precision_note(c.precision, layout) +
+                             (runner->reduction() == "nccl"
+                                  ? ", gradients summed by NCCL on the GPUs during the backward"
+                                  : "") +
                              (c.cuda_graphs ? ", CUDA graphs (each batch shape's second step is "
                                               "captured, then replayed)"
                                             : "") +

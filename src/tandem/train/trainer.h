@@ -46,6 +46,8 @@ class StepRunner {
   // The optimizer update after forward_backward: on the calling thread for one device; on a
   // replica thread (whose OpenMP team is already warm) for DataParallel.
   virtual void optimizer_step(optim::Optimizer& optimizer) { optimizer.step(); }
+  // Several devices: where their gradients are summed ("nccl" or "host"); empty for one device.
+  virtual std::string reduction() const { return ""; }
 };
 
 // How a runner works through a global batch (the --split, --sync-batchnorm, --accumulate,

@@ -60,19 +60,8 @@ TEST(DataParallelGpu, AccumulatedMicroStepsOnTwoGpuReplicasEqualOneCpuDeviceOnTh
   const std::vector<Batch> whole = make_batches(3, 16, 21);
   const TrainingRun one = train_single<SeedNet>(init, whole);
   // Each batch of 16 as two micro-steps of 8 through DataParallel: the same update.
-  auto model = model_from<SeedNet>(init);
-  model->to(kGpu0);
-  nn::DataParallel dp(model, {kGpu0, kGpu0}, {.accumulate = 2, .threads_per_replica = 1});
-  optim::SGD opt(model->parameters(), kSgd);
-  for (const Batch& b : whole) {
-    opt.zero_grad();
-    EXPECT_FALSE(dp.forward_backward(b.x.narrow(0, 0, 8), b.y.narrow(0, 0, 8), cross_entropy_loss)
-                     .synchronized);
-    EXPECT_TRUE(dp.forward_backward(b.x.narrow(0, 8, 8), b.y.narrow(0, 8, 8), cross_entropy_loss)
-                    .synchronized);
-    dp.step(opt);
-  }
-  EXPECT_TRUE(states_match(snapshot(*model), one.state, 1e-4, 1e-5));
+  const TrainingRun dp = train_dp_accumulated<SeedNet>(init, whole, {kGpu0, kGpu0});
+  EXPECT_TRUE(states_match(dp.state, one.state, 1e-4, 1e-5));
 }
 
 TEST(DataParallelGpu, TwoRunsOnTheSameDevicesGiveIdenticalWeights) {
