@@ -53,6 +53,9 @@ constexpr FlagHelp kFlags[] = {
     {"precision", "fp32 (default) or bf16: convolutions and matrix products in bfloat16 with "
                   "float32 accumulation, everything else and the weights in float32 (autocast; "
                   "tensor cores on a GPU, emulated through float32 on a CPU)"},
+    {"gpu_reduction", "nccl (default) or host: how replicas each on a GPU of their own sum "
+                      "their gradients, by NCCL on the GPUs during the backward or through the "
+                      "host with the CPU's arithmetic (always host under --deterministic)"},
     {"workers", "Data loader worker threads (default 2)"},
     {"seed", "Seed of initialisation, shuffling and augmentation (default 0)"},
     {"out", "Run directory (default runs/<UTC timestamp>)"},

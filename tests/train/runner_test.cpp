@@ -123,6 +123,27 @@ TEST(Config, ParallelSettingsParseAndValidate) {
                            "--micro-shard and --sync-batchnorm");
 }
 
+TEST(Config, GpuReductionIsNcclOrHostAndHostUnderDeterministic) {
+  TrainConfig c;
+  EXPECT_EQ(runner_options(c).gpu_reduction, GpuReductionKind::Nccl);
+  set_from_text(c, "gpu_reduction", "host");
+  EXPECT_EQ(runner_options(c).gpu_reduction, GpuReductionKind::Host);
+  EXPECT_NE(to_json(c).find("\"gpu_reduction\": \"host\""), std::string::npos);
+  TrainConfig d;
+  set_from_text(d, "deterministic", "true");  // the host's fixed-order float64 sums
+  EXPECT_EQ(runner_options(d).gpu_reduction, GpuReductionKind::Host);
+  testing::expect_contains(testing::error_of([&] { set_from_text(d, "gpu_reduction", "mpi"); }),
+                           "--gpu-reduction: unknown reduction 'mpi' (expected nccl or host)");
+  // CPU replicas are always summed on the host, whatever the setting.
+  const RunnerOptions nccl{.gpu_reduction = GpuReductionKind::Nccl};
+  const auto runner = make_step_runner(seed_model(), parse_devices("cpu:2"),
+                                       nn::CrossEntropyLoss(), [] { return seed_model(); }, nccl);
+  EXPECT_EQ(runner->reduction(), "host");
+  const auto one = make_step_runner(seed_model(), parse_devices("cpu"), nn::CrossEntropyLoss(),
+                                    [] { return seed_model(); }, nccl);
+  EXPECT_EQ(one->reduction(), "");
+}
+
 // The seed model behind a forward that counts the forwards run under bf16 autocast and in all.
 struct PrecisionSpy : nn::Module {
   std::shared_ptr<nn::Module> inner;

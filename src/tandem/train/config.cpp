@@ -24,7 +24,8 @@ constexpr const char* kKeys[] = {
     "label_smoothing", "devices", "split",     "sync_batchnorm",   "accumulate",
     "threads",  "micro_shard",   "workers",    "seed",             "deterministic",
     "out",      "checkpoint_every", "keep_checkpoints", "resume",   "eval_every",
-    "log_format", "tensorboard", "comm_timeout", "precision",  "cuda_graphs"};
+    "log_format", "tensorboard", "comm_timeout", "precision",  "cuda_graphs",
+    "gpu_reduction"};
 
 std::string flag_of(std::string_view key) {
   std::string flag = "--" + std::string(key);
@@ -88,6 +89,12 @@ LogFormat parse_log_format(std::string_view text) {
   if (text == "text") return LogFormat::Text;
   if (text == "json") return LogFormat::Json;
   TANDEM_FAIL("--log-format: unknown format '", text, "' (expected text or json)");
+}
+
+GpuReductionKind parse_gpu_reduction(std::string_view text) {
+  if (text == "nccl") return GpuReductionKind::Nccl;
+  if (text == "host") return GpuReductionKind::Host;
+  TANDEM_FAIL("--gpu-reduction: unknown reduction '", text, "' (expected nccl or host)");
 }
 
 std::string read_file(const std::string& path) {
@@ -175,6 +182,8 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
     c.precision = parse_precision(text);
   } else if (key == "cuda_graphs") {
     c.cuda_graphs = parse_bool(key, text);
+  } else if (key == "gpu_reduction") {
+    c.gpu_reduction = parse_gpu_reduction(text);
   } else {
     TANDEM_FAIL("unknown setting '", key, "'");
   }
@@ -339,6 +348,7 @@ std::string to_json(const TrainConfig& c) {
   j["comm_timeout"] = c.comm_timeout;
   j["precision"] = std::string(precision_name(c.precision));
   j["cuda_graphs"] = c.cuda_graphs;
+  j["gpu_reduction"] = gpu_reduction_name(c.gpu_reduction);
   return j.dump(2) + "\n";
 }
 
@@ -364,6 +374,10 @@ std::string schedule_name(ScheduleKind kind) {
 
 std::string log_format_name(LogFormat format) {
   return format == LogFormat::Json ? "json" : "text";
+}
+
+std::string gpu_reduction_name(GpuReductionKind kind) {
+  return kind == GpuReductionKind::Host ? "host" : "nccl";
 }
 
 std::string split_name(const SplitSetting& split) {

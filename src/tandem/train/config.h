@@ -19,6 +19,8 @@ enum class ScheduleKind : std::uint8_t { None, Step, Cosine, Warmup, OneCycle };
 enum class LogFormat : std::uint8_t { Text, Json };
 enum class Determinism : std::uint8_t { Default, Deterministic };
 enum class SplitKind : std::uint8_t { Even, Weighted, Auto };
+// How replicas each on a GPU of their own sum their gradients: NCCL on the GPUs, or the host.
+enum class GpuReductionKind : std::uint8_t { Nccl, Host };
 
 // --split: how a global batch is shared among the devices.
 struct SplitSetting {
@@ -48,6 +50,7 @@ struct TrainConfig {
   std::int64_t micro_shard = 0; // > 0: fixed shards of N samples (bit-identical on any cpu:N)
   Precision precision = Precision::Float32;  // bf16: convolutions and matmuls under autocast
   bool cuda_graphs = false;  // one GPU: each step's forward and backward replayed from a graph
+  GpuReductionKind gpu_reduction = GpuReductionKind::Nccl;  // host under --deterministic
   std::int64_t workers = 2;
   std::uint64_t seed = 0;
   Determinism determinism = Determinism::Default;
@@ -91,6 +94,7 @@ std::string to_json(const TrainConfig& config);
 std::string optimizer_name(OptimizerKind kind);  // "sgd", "adam", "adamw"
 std::string schedule_name(ScheduleKind kind);    // "none", "step", "cosine", "warmup", "onecycle"
 std::string log_format_name(LogFormat format);   // "text", "json"
+std::string gpu_reduction_name(GpuReductionKind kind);  // "nccl", "host"
 // "even", "auto", or "3:2:2:3"; parse_split reads the same spellings (errors name --split).
 std::string split_name(const SplitSetting& split);
 SplitSetting parse_split(std::string_view text);

@@ -352,7 +352,11 @@ RunnerOptions runner_options(const TrainConfig& c) {
           .threads = static_cast<int>(c.threads),
           .micro_shard = c.micro_shard,
           .precision = c.precision,
-          .cuda_graphs = c.cuda_graphs};
+          .cuda_graphs = c.cuda_graphs,
+          .gpu_reduction = c.gpu_reduction == GpuReductionKind::Host ||
+                                   c.determinism == Determinism::Deterministic
+                               ? GpuReductionKind::Host
+                               : GpuReductionKind::Nccl};
 }
 
 namespace {
@@ -444,6 +448,8 @@ nn::DataParallelOptions data_parallel_options(const RunnerOptions& o, std::size_
   d.threads_per_replica = o.threads;
   d.micro_shard = o.micro_shard;
   d.on_bucket_reduced = o.on_bucket_reduced;
+  d.gpu_reduction = o.gpu_reduction == GpuReductionKind::Host ? nn::GpuReduction::Host
+                                                               : nn::GpuReduction::Nccl;
   return d;
 }
 

@@ -61,6 +61,9 @@ struct RunnerOptions {
   Precision precision = Precision::Float32;  // autocast over each forward and loss
   // One GPU: replay each batch shape's forward and backward from a CUDA graph (graph_runner.h).
   bool cuda_graphs = false;
+  // Replicas each on a GPU of their own: summed by NCCL or through the host (bit for bit the CPU
+  // reducer's arithmetic, which --deterministic asks for).
+  GpuReductionKind gpu_reduction = GpuReductionKind::Nccl;
   // Said once when the runner changes course (a failed graph capture); may be null.
   std::function<void(const std::string&)> note;
   // Several devices: each bucket's master parameters once DataParallel has summed them (a
