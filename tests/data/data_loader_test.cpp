@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "data_test_util.h"
+#include "tandem/device/cuda/discovery.h"
 
 namespace tandem::data {
 namespace {
@@ -302,6 +303,11 @@ TEST(DataLoader, EmptyDatasetAndOptionErrors) {
         DataLoader bad(ds, {.shuffle = true, .sampler = std::make_shared<SequentialSampler>(0)});
       }),
       "shuffle = true with a sampler");
+  // Batches for a GPU that is not there (any machine has a first missing index).
+  const Device missing(DeviceType::CUDA, cuda::device_count());
+  TANDEM_EXPECT_ERROR_HAS(error_of([&] { DataLoader bad(ds, {.device = missing}); }),
+                          "DataLoader: batches to " + missing.str() + ": " + missing.str() +
+                              " does not exist");
 }
 
 // A pinned-memory hook that counts what it hands out.

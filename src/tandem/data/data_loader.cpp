@@ -7,9 +7,12 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "tandem/data/pinned_memory.h"
+#include "tandem/device/cuda/copy_ahead.h"
+#include "tandem/device/cuda/discovery.h"
 
 namespace tandem::data {
 namespace internal {
@@ -26,6 +29,7 @@ class EpochRun {
         epoch_(epoch),
         seed_(seed),
         pinned_(options.pin_memory),
+        device_(options.device),
         num_batches_(batch_count(static_cast<std::int64_t>(indices_.size()), options.batch_size,
                                  options.drop_last)),
         next_deliver_(first_batch),
@@ -57,7 +61,7 @@ class EpochRun {
       if (stopped_ || next_deliver_ >= num_batches_) return false;
       const std::int64_t b = next_deliver_++;
       try {
-        out = produce(b);
+        deliver(produce(b), out);
       } catch (...) {
         stopped_ = true;
         throw;
@@ -79,10 +83,11 @@ class EpochRun {
       space_.notify_all();
       std::rethrow_exception(error);
     }
-    out = std::move(slot.batch);
-    slot.batch = {};
+    Made made = std::move(slot.made);
+    slot.made = {};
     lock.unlock();
     space_.notify_all();
+    deliver(std::move(made), out);
     return true;
   }
 
@@ -102,11 +107,27 @@ class EpochRun {
   }
 
  private:
+  // A batch as made, with its copy to the GPU when the loader delivers there.
+  struct Made {
+    Batch batch;
+    std::optional<cuda::CopyAhead> copy;
+  };
   struct Slot {
     bool ready = false;
-    Batch batch;
+    Made made;
     std::exception_ptr error;
   };
+
+  // Hands a made batch out: a GPU batch once the calling thread's stream is ordered after its
+  // copy, and with its memory marked as used there (its reuse waits for that stream's work).
+  static void deliver(Made made, Batch& out) {
+    if (made.copy) {
+      made.copy->order_current_stream_after();
+      made.copy->used_on_current_stream(made.batch.data.storage()->data());
+      made.copy->used_on_current_stream(made.batch.target.storage()->data());
+    }
+    out = std::move(made.batch);
+  }
 
   std::size_t slot_of(std::int64_t b) const { return static_cast<std::size_t>(b % capacity_); }
 
@@ -121,17 +142,17 @@ class EpochRun {
         if (stopped_ || next_claim_ >= num_batches_) return;
         b = next_claim_++;
       }
-      Batch batch;
+      Made made;
       std::exception_ptr error;
       try {
-        batch = produce(b);
+        made = produce(b);
       } catch (...) {
         error = std::current_exception();
       }
       {
         std::lock_guard lock(mutex_);
         Slot& slot = slots_[slot_of(b)];
-        slot.batch = std::move(batch);
+        slot.made = std::move(made);
         slot.error = error;
         slot.ready = true;
       }
@@ -139,9 +160,10 @@ class EpochRun {
     }
   }
 
-  // Batch b of the epoch: its samples from the dataset, then the transforms. Any error comes out
-  // as one naming the epoch and batch (and the sample, when one sample is to blame).
-  Batch produce(std::int64_t b) const {
+  // Batch b of the epoch: its samples from the dataset, then the transforms, then (for a GPU) its
+  // copy there on the GPU's copy stream. Any error comes out as one naming the epoch and batch
+  // (and the sample, when one sample is to blame).
+  Made produce(std::int64_t b) const {
     const std::int64_t total = static_cast<std::int64_t>(indices_.size());
     const std::int64_t begin = b * batch_size_;
     const std::int64_t count = std::min(batch_size_, total - begin);
@@ -175,7 +197,17 @@ class EpochRun {
       }
       if (!batch.data.is_contiguous()) batch.data = contiguous(batch.data, alloc);
       if (!batch.target.is_contiguous()) batch.target = contiguous(batch.target, alloc);
-      return batch;
+      Made made{.batch = std::move(batch)};
+      if (device_.is_cuda()) {
+        made.copy.emplace(device_.index);
+        {
+          const auto on_copy_stream = made.copy->scope();
+          made.batch.data = copy_to(made.batch.data, device_);
+          made.batch.target = copy_to(made.batch.target, device_);
+        }
+        made.copy->done();
+      }
+      return made;
     } catch (const SampleError& e) {
       throw SampleError(e.index(), e.detail(), where);
     } catch (const std::exception& e) {
@@ -204,6 +236,7 @@ class EpochRun {
   const std::int64_t epoch_;
   const std::uint64_t seed_;
   const bool pinned_;
+  const Device device_;
   const std::int64_t num_batches_;
 
   std::mutex mutex_;               // guards everything below (with workers)
@@ -312,6 +345,12 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Options options)
                options.num_workers, " must be in [0, 1024]");
   TANDEM_CHECK(options.prefetch_factor >= 1, "DataLoader: prefetch_factor ",
                options.prefetch_factor, " must be at least 1");
+  TANDEM_CHECK(options.device.is_cpu() || options.device.is_cuda(), "DataLoader: cannot deliver "
+               "batches to ", options.device);
+  if (options.device.is_cuda()) {
+    const std::string missing = cuda::missing_gpu_message(options.device.index);
+    TANDEM_CHECK(missing.empty(), "DataLoader: batches to ", options.device, ": ", missing);
+  }
   TANDEM_CHECK(!(options.sampler && options.shuffle),
                "DataLoader: shuffle = true with a sampler; the sampler decides the order (give it "
                "shuffle instead)");

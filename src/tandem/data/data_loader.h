@@ -29,6 +29,10 @@ struct DataLoaderOptions {
   // Page-locked batch memory when a pinned-memory hook is installed (the CUDA layer's); plain
   // memory otherwise, without error. See pinned_memory.h.
   bool pin_memory = false;
+  // Where batches are delivered. A GPU: each batch, once made (on its worker thread), is copied
+  // there on the GPU's copy stream, so the copies overlap the training's GPU work; the iterator
+  // hands a batch out after ordering the calling thread's stream after its copy.
+  Device device = kCPU;
   std::uint64_t seed = 0;                // keys shuffling and random transforms
   std::vector<AnyTransform> transforms;  // applied to each batch in order
   // Overrides the order (e.g. a DistributedSampler); then `shuffle` must stay false.

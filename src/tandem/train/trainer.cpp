@@ -700,16 +700,23 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   // Several processes load their shards, unless --split shares each global batch among them.
   const bool rank_split = splits_ranks(job, c.split, layout.devices.size());
   const bool sharded = job.distributed() && !rank_split;
+  // One GPU: the loader's workers copy each batch there ahead of its step, on the copy stream.
+  const Device batches_on = layout.devices.size() == 1 && layout.devices.front().is_cuda() &&
+                                    !rank_split
+                                ? layout.devices.front()
+                                : kCPU;
   data::DataLoader loader(train_set, {.batch_size = sharded ? local_batch_size(job, c.batch_size)
                                                             : c.batch_size,
                                       .shuffle = !sharded,
                                       .num_workers = static_cast<int>(c.workers),
+                                      .device = batches_on,
                                       .seed = c.seed,
                                       .transforms = data::default_transforms(c.data, c.normalize),
                                       .sampler = sharded ? shard_sampler(job, train_set->size())
                                                          : nullptr});
   data::DataLoader test_loader(test_set, {.batch_size = std::max(c.batch_size, kEvalBatch),
                                           .num_workers = static_cast<int>(c.workers),
+                                          .device = batches_on,
                                           .transforms = data::default_transforms(c.data, c.normalize)});
   const std::int64_t steps_per_epoch = loader.size();
   const std::int64_t all_steps = steps_per_epoch * c.epochs;
@@ -717,7 +724,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   console.stage("data", c.data + ": " + std::to_string(train_set->size()) + " training and " +
                             std::to_string(test_set->size()) + " test samples, batch " +
                             std::to_string(c.batch_size) + ", " + std::to_string(steps_per_epoch) +
-                            " steps per epoch, " + std::to_string(c.workers) + " loader workers");
+                            " steps per epoch, " + std::to_string(c.workers) + " loader workers" +
+                            (batches_on.is_cuda() ? ", each batch copied to " + batches_on.str() +
+                                                        " ahead of its step (copy stream)"
+                                                  : ""));
 
   // optimizer, schedule, runner
   nn::CrossEntropyLoss criterion({.label_smoothing = c.label_smoothing});

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "tandem/base/check.h"
+#include "tandem/device/cuda/copy_ahead.h"
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/graph.h"
 #include "tandem/device/cuda/memory.h"
@@ -64,6 +65,19 @@ std::unique_ptr<CapturedGraph> CapturedGraph::capture(int device,
   check_index(device);
   return nullptr;  // not reached: check_index throws
 }
+
+class StreamGuard {};
+struct CopyAhead::Impl {};
+CopyAhead::CopyAhead(int device) : device_(device) { check_index(device); }
+CopyAhead::~CopyAhead() = default;
+CopyAhead::CopyAhead(CopyAhead&&) noexcept = default;
+CopyAhead& CopyAhead::operator=(CopyAhead&&) noexcept = default;
+CopyAhead::Scope::Scope(int device) { check_index(device); }
+CopyAhead::Scope::~Scope() = default;
+CopyAhead::Scope CopyAhead::scope() const { return Scope(device_); }
+void CopyAhead::done() {}
+void CopyAhead::order_current_stream_after() const {}
+void CopyAhead::used_on_current_stream(void*) const {}
 
 void CapturedGraph::replay() {}
 int CapturedGraph::device() const { return 0; }
