@@ -99,6 +99,23 @@ TrainingRun train_single(const nn::StateDict& init, const std::vector<Batch>& ba
   return run;
 }
 
+// Trains `model` (DataParallel's master) through `dp` on `batches`, with a fresh SGD (kSgd).
+inline TrainingRun train_through(nn::DataParallel& dp, const nn::Module& model,
+                                 const std::vector<Batch>& batches) {
+  optim::SGD opt(model.parameters(), kSgd);
+  TrainingRun run;
+  for (const Batch& b : batches) {
+    opt.zero_grad();
+    nn::StepResult r = dp.forward_backward(b.x, b.y, cross_entropy_loss);
+    EXPECT_TRUE(r.synchronized);
+    dp.step(opt);
+    run.losses.push_back(r.loss);
+  }
+  run.state = snapshot(model);
+  run.reduction = dp.reduction();
+  return run;
+}
+
 // The model starts on the first device (its GPU, or the host for a CPU replica).
 template <typename Net>
 TrainingRun train_dp(const nn::StateDict& init, const std::vector<Batch>& batches,
@@ -108,28 +125,20 @@ TrainingRun train_dp(const nn::StateDict& init, const std::vector<Batch>& batche
   // One oneDNN thread per replica unless a test asks otherwise: the suite shares 2 cores.
   if (options.threads_per_replica == 0) options.threads_per_replica = 1;
   nn::DataParallel dp(model, std::move(devices), std::move(options));
-  optim::SGD opt(model->parameters(), kSgd);
-  TrainingRun run;
-  for (const Batch& b : batches) {
-    opt.zero_grad();
-    nn::StepResult r = dp.forward_backward(b.x, b.y, cross_entropy_loss);
-    EXPECT_TRUE(r.synchronized);
-    dp.step(opt);
-    run.losses.push_back(r.loss);
-  }
-  run.state = snapshot(*model);
-  run.reduction = dp.reduction();
-  return run;
+  return train_through(dp, *model, batches);
 }
 
 // Each batch as two micro-steps of half its rows (accumulate = 2) on `devices`, the model starting
 // on the first: the same update as one device on the whole batch.
 template <typename Net>
 TrainingRun train_dp_accumulated(const nn::StateDict& init, const std::vector<Batch>& batches,
-                                 std::vector<Device> devices) {
+                                 std::vector<Device> devices,
+                                 nn::DataParallelOptions options = {}) {
   auto model = model_from<Net>(init);
   if (!devices.front().is_cpu()) model->to(devices.front());
-  nn::DataParallel dp(model, std::move(devices), {.accumulate = 2, .threads_per_replica = 1});
+  options.accumulate = 2;
+  if (options.threads_per_replica == 0) options.threads_per_replica = 1;
+  nn::DataParallel dp(model, std::move(devices), std::move(options));
   optim::SGD opt(model->parameters(), kSgd);
   TrainingRun run;
   for (const Batch& b : batches) {

@@ -17,10 +17,10 @@
 #include "tandem/device/cpu_allocator.h"
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/memory.h"
-#include "tandem/dist/nccl/nccl_clique.h"
 #include "tandem/nn/modules/batchnorm.h"
 #include "tandem/ops/ops.h"
-#include "tandem/parallel/nccl_reducer.h"
+#include "tandem/parallel/collective_reducer.h"
+#include "tandem/parallel/nccl_collective.h"
 #include "tandem/parallel/reducer.h"
 #include "tandem/parallel/replica_group.h"
 #include "tandem/parallel/replica_threads.h"
@@ -285,6 +285,9 @@ void check_options(const DataParallelOptions& o, std::size_t devices) {
   TANDEM_CHECK(o.accumulate >= 1, "DataParallel: accumulate must be at least 1, got ",
                o.accumulate);
   TANDEM_CHECK(o.bucket_bytes > 0, "DataParallel: bucket_bytes must be positive");
+  TANDEM_CHECK(!o.collective || !o.on_bucket_reduced,
+               "DataParallel: a collective of your own sums the buckets across the replicas; "
+               "on_bucket_reduced (handing each summed bucket on) needs the host reducer");
   TANDEM_CHECK(o.threads_per_replica >= 0, "DataParallel: threads_per_replica must be >= 0, got ",
                o.threads_per_replica);
   TANDEM_CHECK(o.micro_shard >= 0, "DataParallel: micro_shard must be >= 0, got ", o.micro_shard);
@@ -326,15 +329,13 @@ void check_devices(const std::vector<Device>& devices) {
   }
 }
 
-// The GPU of each replica when there are several and each has a GPU of its own; else none.
-std::vector<int> own_gpus(const std::vector<Device>& devices) {
-  std::vector<int> gpus;
+// Several replicas, each on a GPU of its own.
+bool own_gpus(const std::vector<Device>& devices) {
   std::set<int> seen;
   for (const Device& d : devices) {
-    if (!d.is_cuda() || !seen.insert(d.index).second) return {};
-    gpus.push_back(d.index);
+    if (!d.is_cuda() || !seen.insert(d.index).second) return false;
   }
-  return gpus.size() >= 2 ? gpus : std::vector<int>{};
+  return devices.size() >= 2;
 }
 
 // The trainable parameters of a module, deduplicated (tied weights count once), with their names.
@@ -417,11 +418,15 @@ void DataParallel::init(std::vector<ReplicaModel> replicas, std::vector<Device> 
   s.acc_coeff.assign(n, 0.0);
   s.stored_count.assign(n, 0);
   s.work.resize(n);
-  const std::vector<int> gpus = own_gpus(s.devices);
-  if (!gpus.empty() && s.options.gpu_reduction == GpuReduction::Nccl &&
-      s.options.on_bucket_reduced == nullptr && dist::nccl_clique_built()) {
-    s.reducer = std::make_unique<parallel::NcclReducer>(s.params, s.stored,
-                                                        s.options.bucket_bytes, gpus);
+  std::vector<Device> memories;
+  for (const Device& d : s.devices) memories.push_back(memory_of(d));
+  if (s.options.collective) {
+    s.reducer = std::make_unique<parallel::CollectiveReducer>(
+        s.params, s.stored, s.options.bucket_bytes, memories, s.options.collective);
+  } else if (own_gpus(s.devices) && s.options.gpu_reduction == GpuReduction::Nccl &&
+             s.options.on_bucket_reduced == nullptr && parallel::nccl_collective_built()) {
+    s.reducer = std::make_unique<parallel::CollectiveReducer>(
+        s.params, s.stored, s.options.bucket_bytes, memories, parallel::make_nccl_collective);
   } else {
     std::vector<bool> staged(n);
     for (std::size_t r = 0; r < n; ++r) staged[r] = !s.devices[r].is_cpu();

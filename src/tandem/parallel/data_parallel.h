@@ -22,8 +22,8 @@
 // GPU replicas (cuda:I, the same GPU more than once, GPUs with CPU replicas) take the same path:
 // each replica's thread queues its work on its GPU, and a master on a GPU is updated by replica
 // 0's thread and copied to the other replicas when the next cycle begins. Replicas each on a GPU
-// of their own are reduced by NCCL on the GPUs, overlapped with the backward (NcclReducer, where
-// NCCL is built); the others (a GPU twice, GPUs with CPU replicas, or GpuReduction::Host) through
+// of their own are reduced by NCCL on the GPUs, overlapped with the backward (CollectiveReducer
+// over NCCL, where it is built); the others (a GPU twice, GPUs with CPU replicas, or GpuReduction::Host) through
 // the host (HostReducer's staging, bit for bit the CPU arithmetic).
 #pragma once
 
@@ -39,6 +39,7 @@
 #include "tandem/device/device.h"
 #include "tandem/nn/module.h"
 #include "tandem/optim/optimizer.h"
+#include "tandem/parallel/rank_collective.h"
 #include "tandem/parallel/reducer.h"
 #include "tandem/parallel/split.h"
 #include "tandem/parallel/stats.h"
@@ -82,6 +83,10 @@ struct DataParallelOptions {
   Pinning pinning = Pinning::None;
   ParameterSync parameter_sync = ParameterSync::Shared;
   GpuReduction gpu_reduction = GpuReduction::Nccl;
+  // A collective engine of your own, one rank per replica, to sum the buckets with instead (on
+  // any devices; not with on_bucket_reduced). Empty: NCCL for replicas each on a GPU of their
+  // own (gpu_reduction), the host otherwise.
+  parallel::RankCollectiveFactory collective;
   // > 0: the global batch is cut into fixed shards of this many samples, each a separate
   // forward/backward, whose gradients are summed in shard order: with the same threads_per_replica
   // the weights are then bit-identical whatever the number of replicas. Costs: smaller batches

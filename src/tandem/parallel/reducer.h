@@ -3,7 +3,8 @@
 // soon as its gradients are final on a replica, while that replica's backward goes on.
 // GradientReducer keeps this bookkeeping; what happens to a ready bucket is device-specific:
 // HostReducer (CPU replicas, and GPU replicas through the host) sums it on the replica threads
-// (see below); NcclReducer (nccl_reducer.h, replicas on distinct GPUs) sums it on the GPUs.
+// (see below); CollectiveReducer (collective_reducer.h: NCCL for replicas each on a GPU of
+// their own) has a collective engine sum it.
 #pragma once
 
 #include <atomic>

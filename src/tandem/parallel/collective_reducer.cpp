@@ -1,39 +1,44 @@
-// NcclReducer: flat bucket buffers per replica, filled by ops on the compute stream and reduced by
-// NCCL on the communication stream, in bucket order on every replica.
-#include "tandem/parallel/nccl_reducer.h"
+// CollectiveReducer: flat bucket buffers per replica, filled by ops on the replica's device and
+// summed by the collective, in bucket order on every replica.
+#include "tandem/parallel/collective_reducer.h"
 
 #include <chrono>
 #include <utility>
 
 #include "tandem/base/check.h"
-#include "tandem/dist/nccl/nccl_clique.h"
 #include "tandem/ops/ops.h"
 #include "tandem/tensor/factories.h"
 
 namespace tandem::parallel {
 
-NcclReducer::NcclReducer(const std::vector<std::vector<Tensor>>& params,
-                         const std::vector<std::vector<std::vector<Tensor>>>& stored,
-                         std::size_t bucket_bytes, std::vector<int> gpus)
-    : GradientReducer(params, stored, bucket_bytes), gpus_(std::move(gpus)) {
-  TANDEM_CHECK(gpus_.size() == replicas(), "DataParallel: internal error, ", gpus_.size(),
-               " GPUs for ", replicas(), " replicas");
+CollectiveReducer::CollectiveReducer(const std::vector<std::vector<Tensor>>& params,
+                                     const std::vector<std::vector<std::vector<Tensor>>>& stored,
+                                     std::size_t bucket_bytes, std::vector<Device> devices,
+                                     RankCollectiveFactory make_collective)
+    : GradientReducer(params, stored, bucket_bytes),
+      devices_(std::move(devices)),
+      make_collective_(std::move(make_collective)) {
+  TANDEM_CHECK(devices_.size() == replicas(), "DataParallel: internal error, ", devices_.size(),
+               " devices for ", replicas(), " replicas");
+  TANDEM_CHECK(make_collective_ != nullptr, "DataParallel: no collective to reduce with");
   for (std::size_t r = 0; r < replicas(); ++r) {
     for (const Tensor& p : params_[r]) {
-      TANDEM_CHECK(p.device() == Device(DeviceType::CUDA, gpus_[r]), "DataParallel: replica ", r,
-                   " has a parameter on ", p.device(), ", its GPU is cuda:", gpus_[r]);
+      TANDEM_CHECK(p.device() == devices_[r], "DataParallel: replica ", r, " has a parameter on ",
+                   p.device(), ", its device is ", devices_[r]);
       TANDEM_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64,
                    "DataParallel: cannot reduce gradients of dtype ", p.dtype());
     }
   }
-  clique_ = std::make_unique<dist::NcclClique>(gpus_);
+  collective_ = make_collective_(devices_);
+  TANDEM_CHECK(collective_ != nullptr, "DataParallel: the collective factory made nothing");
+  name_ = collective_->name();
   completed_.assign(replicas(), {});
   next_.assign(replicas(), 0);
 }
 
-NcclReducer::~NcclReducer() = default;
+CollectiveReducer::~CollectiveReducer() = default;
 
-void NcclReducer::lay_out() {
+void CollectiveReducer::lay_out() {
   layout_.clear();
   for (const std::vector<std::size_t>& bucket : buckets()) {
     std::vector<Flat> flats;
@@ -48,8 +53,7 @@ void NcclReducer::lay_out() {
       }
       if (flat.params.empty()) continue;
       for (std::size_t r = 0; r < replicas(); ++r) {
-        flat.buffers.push_back(
-            empty({flat.numel}, {.dtype = dtype, .device = Device(DeviceType::CUDA, gpus_[r])}));
+        flat.buffers.push_back(empty({flat.numel}, {.dtype = dtype, .device = devices_[r]}));
       }
       flats.push_back(std::move(flat));
     }
@@ -58,8 +62,8 @@ void NcclReducer::lay_out() {
   laid_out_for_ = buckets();
 }
 
-void NcclReducer::prepare() {
-  if (!clique_) clique_ = std::make_unique<dist::NcclClique>(gpus_);  // after an abandon()
+void CollectiveReducer::prepare() {
+  if (!collective_) collective_ = make_collective_(devices_);  // after an abandon()
   if (laid_out_for_ != buckets()) lay_out();
   for (std::size_t r = 0; r < replicas(); ++r) {
     completed_[r].assign(buckets().size(), false);
@@ -68,21 +72,21 @@ void NcclReducer::prepare() {
   queued_.store(0, std::memory_order_relaxed);
 }
 
-Tensor NcclReducer::slot(const Flat& flat, std::size_t replica, std::size_t k) const {
+Tensor CollectiveReducer::slot(const Flat& flat, std::size_t replica, std::size_t k) const {
   const Tensor& param = params_[replica][flat.params[k]];
   const Tensor& buffer = flat.buffers[replica];
   return make_view(buffer, param.shape(), contiguous_strides(param.shape()),
                    buffer.offset() + flat.offsets[k]);
 }
 
-void NcclReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
+void CollectiveReducer::bucket_ready(std::size_t replica, std::size_t bucket) {
   std::vector<bool>& completed = completed_[replica];
   completed[bucket] = true;
   std::size_t& next = next_[replica];
   while (next < completed.size() && completed[next]) queue(replica, next++);
 }
 
-void NcclReducer::queue(std::size_t replica, std::size_t bucket) {
+void CollectiveReducer::queue(std::size_t replica, std::size_t bucket) {
   const auto start = std::chrono::steady_clock::now();
   const ReductionPlan& p = plan();
   for (const Flat& flat : layout_[bucket]) {
@@ -104,11 +108,11 @@ void NcclReducer::queue(std::size_t replica, std::size_t bucket) {
         if (const Tensor g = contribution_grad(c, i); g.defined()) add(g, c.coeff, "a replica's");
       }
     }
-    clique_->reduce_sum(replica, flat.buffers[replica], 0);
+    collective_->reduce_sum(replica, flat.buffers[replica], 0);
   }
   if (replica == 0) {
-    // The master's .grad: made on the compute stream, written on the communication stream after
-    // the reduce (its old contents were read by the fill above, which the reduce follows).
+    // The master's .grad: made here (on the compute stream), written behind the sum (its old
+    // contents were read by the fill above, which the sum follows).
     std::vector<std::pair<Tensor, Tensor>> copies;  // (grad, summed slot)
     for (const Flat& flat : layout_[bucket]) {
       for (std::size_t k = 0; k < flat.params.size(); ++k) {
@@ -121,7 +125,7 @@ void NcclReducer::queue(std::size_t replica, std::size_t bucket) {
         copies.emplace_back(grad, slot(flat, 0, k));
       }
     }
-    clique_->on_communication_stream(0, [&copies] {
+    collective_->after_sums(0, [copies = std::move(copies)] {
       for (const auto& [grad, sum] : copies) copy_into(grad, sum);
     });
   }
@@ -130,17 +134,17 @@ void NcclReducer::queue(std::size_t replica, std::size_t bucket) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void NcclReducer::join(std::size_t replica) {
-  if (clique_) clique_->join(replica);
+void CollectiveReducer::join(std::size_t replica) {
+  if (collective_) collective_->join(replica);
 }
 
-void NcclReducer::abandon() {
-  if (!clique_) return;
-  clique_->abort();
-  clique_.reset();
+void CollectiveReducer::abandon() {
+  if (!collective_) return;
+  collective_->abort();
+  collective_.reset();
 }
 
-bool NcclReducer::all_reduced() const {
+bool CollectiveReducer::all_reduced() const {
   return queued_.load(std::memory_order_acquire) == replicas() * buckets().size();
 }
 

@@ -1,8 +1,9 @@
-// DataParallel on distinct GPUs, reduced by NCCL (NcclReducer): against one CPU device on the same
-// batches, plain, with a weighted split, global batch-norm statistics, accumulation and fixed
-// micro-shards; against the host reducer on the same GPUs; and a failed step (the communicators
-// aborted, not hung) followed by a working one. Needs two GPUs: skipped, with the count, elsewhere.
-// Tolerances are the CUDA kernel tests' (rtol 1e-4): NCCL sums in float32 in its own order.
+// DataParallel on distinct GPUs, reduced by NCCL (CollectiveReducer over NCCL): against one CPU
+// device on the same batches, plain, with a weighted split, global batch-norm statistics,
+// accumulation and fixed micro-shards; against the host reducer on the same GPUs; and a failed
+// step (the communicators aborted, not hung) followed by a working one. Needs two GPUs: skipped,
+// with the count, elsewhere. Tolerances are the CUDA kernel tests' (rtol 1e-4): NCCL sums in
+// float32 in its own order.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -32,34 +33,34 @@ void expect_nccl_matches_one_cpu_device(nn::DataParallelOptions options = {},
   EXPECT_TRUE(states_match(dp.state, one.state, 1e-4, 1e-5));
 }
 
-TEST(NcclReducerGpu, TwoGpusEqualOneCpuDevice) {
+TEST(DataParallelNccl, TwoGpusEqualOneCpuDevice) {
   TANDEM_REQUIRE_GPUS(2);
   expect_nccl_matches_one_cpu_device<SeedNet>();
 }
 
-TEST(NcclReducerGpu, SmallBucketsAndAWeightedSplitEqualOneCpuDevice) {
+TEST(DataParallelNccl, SmallBucketsAndAWeightedSplitEqualOneCpuDevice) {
   TANDEM_REQUIRE_GPUS(2);
   expect_nccl_matches_one_cpu_device<SeedNet>(
       {.split = nn::SplitPolicy::Weighted, .proportions = {1.0, 3.0}, .bucket_bytes = 256});
 }
 
-TEST(NcclReducerGpu, AReplicaWithoutSamplesStillTakesPart) {
+TEST(DataParallelNccl, AReplicaWithoutSamplesStillTakesPart) {
   TANDEM_REQUIRE_GPUS(2);
   expect_nccl_matches_one_cpu_device<SeedNet>(
       {.split = nn::SplitPolicy::Weighted, .proportions = {1.0, 0.0}});
 }
 
-TEST(NcclReducerGpu, GlobalBatchNormStatisticsEqualOneCpuDevice) {
+TEST(DataParallelNccl, GlobalBatchNormStatisticsEqualOneCpuDevice) {
   TANDEM_REQUIRE_GPUS(2);
   expect_nccl_matches_one_cpu_device<BnNet>({.batchnorm = nn::BatchNormStats::Global});
 }
 
-TEST(NcclReducerGpu, FixedMicroShardsEqualOneCpuDevice) {
+TEST(DataParallelNccl, FixedMicroShardsEqualOneCpuDevice) {
   TANDEM_REQUIRE_GPUS(2);
   expect_nccl_matches_one_cpu_device<SeedNet>({.micro_shard = 4});
 }
 
-TEST(NcclReducerGpu, AccumulatedMicroStepsEqualOneCpuDeviceOnTheWholeBatch) {
+TEST(DataParallelNccl, AccumulatedMicroStepsEqualOneCpuDeviceOnTheWholeBatch) {
   TANDEM_REQUIRE_GPUS(2);
   manual_seed(7);
   const nn::StateDict init = snapshot(SeedNet());
@@ -70,7 +71,7 @@ TEST(NcclReducerGpu, AccumulatedMicroStepsEqualOneCpuDeviceOnTheWholeBatch) {
   EXPECT_TRUE(states_match(dp.state, one.state, 1e-4, 1e-5));
 }
 
-TEST(NcclReducerGpu, AgreesWithTheHostReducerOnTheSameGpus) {
+TEST(DataParallelNccl, AgreesWithTheHostReducerOnTheSameGpus) {
   TANDEM_REQUIRE_GPUS(2);
   manual_seed(7);
   const nn::StateDict init = snapshot(SeedNet());
@@ -84,7 +85,7 @@ TEST(NcclReducerGpu, AgreesWithTheHostReducerOnTheSameGpus) {
   EXPECT_TRUE(states_match(nccl.state, host.state, 1e-5, 1e-6));
 }
 
-TEST(NcclReducerGpu, AFailedStepAbortsTheReductionAndTheNextStepWorks) {
+TEST(DataParallelNccl, AFailedStepAbortsTheReductionAndTheNextStepWorks) {
   TANDEM_REQUIRE_GPUS(2);
   manual_seed(7);
   const nn::StateDict init = snapshot(SeedNet());
@@ -96,18 +97,10 @@ TEST(NcclReducerGpu, AFailedStepAbortsTheReductionAndTheNextStepWorks) {
   bad.data<std::int64_t>()[9] = 10;  // a class that does not exist, in replica 1's half
   EXPECT_THROW(dp.forward_backward(batches[0].x, bad, cross_entropy_loss), Error);
   // The same steps as a fresh run: the failed one left no trace, and nothing hangs.
-  optim::SGD opt(model->parameters(), kSgd);
-  std::vector<double> losses;
-  for (const Batch& b : batches) {
-    opt.zero_grad();
-    const nn::StepResult r = dp.forward_backward(b.x, b.y, cross_entropy_loss);
-    EXPECT_TRUE(r.synchronized);
-    dp.step(opt);
-    losses.push_back(r.loss);
-  }
+  const TrainingRun after = train_through(dp, *model, batches);
   const TrainingRun fresh = train_dp<SeedNet>(init, batches, {kGpu0, kGpu1});
-  EXPECT_TRUE(losses_match(losses, fresh.losses, 1e-6));
-  EXPECT_TRUE(states_match(snapshot(*model), fresh.state, 1e-6, 1e-7));
+  EXPECT_TRUE(losses_match(after.losses, fresh.losses, 1e-6));
+  EXPECT_TRUE(states_match(after.state, fresh.state, 1e-6, 1e-7));
 }
 
 }  // namespace
