@@ -15,6 +15,7 @@
 #include "tandem/base/check.h"
 #include "tandem/device/cuda/discovery.h"
 #include "tandem/device/cuda/nvml.h"
+#include "tandem/dist/nccl/nccl_clique.h"
 
 namespace tandem::app {
 namespace {
@@ -114,6 +115,14 @@ void print_gpus(const std::vector<GpuEntry>& gpus, const std::string& reason) {
     } else {
       std::printf("  visible  all GPUs (CUDA_VISIBLE_DEVICES is not set)\n");
     }
+    const std::string nccl = dist::nccl_version();
+    if (nccl.empty()) {
+      std::printf("  NCCL     not built in: GPUs of one process are summed through the host\n");
+    } else {
+      std::printf("  NCCL     %s: sums the gradients of GPUs of one process (--devices "
+                  "cuda:0,cuda:1) and of processes, one GPU each\n",
+                  nccl.c_str());
+    }
   }
   if (gpus.empty()) {
     std::printf("  no GPU: %s; training will use the CPU\n", reason.c_str());
@@ -167,6 +176,8 @@ Command add_devices_command(CLI::App& app) {
         const std::string driver = cuda_version(cuda::driver_version());
         j["cuda_driver_version"] =
             driver.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(driver);
+        const std::string nccl = dist::nccl_version();
+        j["nccl_version"] = nccl.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(nccl);
       }
       const std::optional<std::string> visible = cuda::visible_devices_variable();
       j["cuda_visible_devices"] =

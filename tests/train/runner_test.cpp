@@ -14,6 +14,7 @@
 #include "tandem/tandem.h"
 #include "tandem/train/auto_devices.h"
 #include "tandem/train/config.h"
+#include "tandem/train/distributed.h"
 #include "tandem/train/models.h"
 #include "tandem/train/trainer.h"
 
@@ -142,6 +143,29 @@ TEST(Config, GpuReductionIsNcclOrHostAndHostUnderDeterministic) {
   const auto one = make_step_runner(seed_model(), parse_devices("cpu"), nn::CrossEntropyLoss(),
                                     [] { return seed_model(); }, nccl);
   EXPECT_EQ(one->reduction(), "");
+}
+
+TEST(Distributed, EachProcessTakesItsOwnGpuWhenTheDevicesAreEveryGpu) {
+  const DeviceLayout all{{Device(DeviceType::CUDA, 0), Device(DeviceType::CUDA, 1)}};
+  DeviceLayout layout = all;
+  EXPECT_EQ(one_gpu_per_process(3, "cuda", layout, 2),
+            "one GPU per process: cuda:1 for local rank 3 (2 GPUs visible)");
+  EXPECT_EQ(layout.describe(), "cuda:1");
+  layout = all;
+  EXPECT_EQ(one_gpu_per_process(0, "auto", layout, 2), "one GPU per process: cuda:0 for local "
+                                                       "rank 0 (2 GPUs visible)");
+  EXPECT_EQ(layout.describe(), "cuda:0");
+  // Named devices, CPU layouts and machines without a GPU stay as they are.
+  for (const char* spec : {"cuda:0,cuda:1", "cpu:2", "auto"}) {
+    DeviceLayout kept = std::string(spec) == "cpu:2" || std::string(spec) == "auto"
+                            ? DeviceLayout{{Device(DeviceType::CPU, 0), Device(DeviceType::CPU, 1)}}
+                            : all;
+    const DeviceLayout before = kept;
+    EXPECT_EQ(one_gpu_per_process(1, spec, kept, 2), "") << spec;
+    EXPECT_EQ(kept, before) << spec;
+  }
+  layout = all;
+  EXPECT_EQ(one_gpu_per_process(1, "cuda", layout, 0), "");
 }
 
 // The seed model behind a forward that counts the forwards run under bf16 autocast and in all.

@@ -66,8 +66,9 @@ ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> pa
     const DType dt = params_[i].dtype();
     TANDEM_CHECK(dt == DType::Float32 || dt == DType::Float64, "ProcessReducer: parameter ", i,
                  " is ", dtype_name(dt), "; only float32 and float64 parameters are reduced");
-    TANDEM_CHECK(params_[i].device().is_cpu(), "ProcessReducer: parameter ", i, " is on ",
-                 params_[i].device(), "; the cross-process reducer works on host gradients");
+    TANDEM_CHECK(params_[i].device().is_cpu() || params_[i].device().is_cuda(),
+                 "ProcessReducer: parameter ", i, " is on ", params_[i].device(),
+                 "; the cross-process reducer takes host and GPU gradients");
     order[i] = params_.size() - 1 - i;
     nbytes[i] = params_[i].nbytes();
     index_of_[params_[i].impl()] = i;
@@ -202,9 +203,14 @@ void ProcessReducer::reduce(std::size_t bucket, double weight) {
   std::int64_t offset = 0;
   for (std::size_t i : buckets_[bucket]) {
     const Tensor& p = params_[i];
-    if (!p.grad().defined()) p.set_grad(zeros(p.shape(), {.dtype = p.dtype()}));
+    if (!p.grad().defined()) {
+      p.set_grad(zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()}));
+    }
     TANDEM_CHECK(p.grad().is_contiguous(), "ProcessReducer: a non-contiguous gradient");
-    transfer(p.grad(), flat, offset, /*to_flat=*/true, weight >= 0 ? weight : 1.0);
+    // A GPU gradient is read through a host copy (which waits for the GPU work queued before it,
+    // the backward's that produced it included).
+    const Tensor grad = p.device().is_cpu() ? p.grad() : copy_to(p.grad(), kCPU);
+    transfer(grad, flat, offset, /*to_flat=*/true, weight >= 0 ? weight : 1.0);
     offset += p.numel();
   }
   if (!all_reduces_[bucket]) all_reduces_[bucket] = group_.repeated_all_reduce(flat);
@@ -212,8 +218,15 @@ void ProcessReducer::reduce(std::size_t bucket, double weight) {
   const double mean = weight >= 0 ? 1.0 : 1.0 / static_cast<double>(group_.size());
   offset = 0;
   for (std::size_t i : buckets_[bucket]) {
-    transfer(params_[i].grad(), flat, offset, /*to_flat=*/false, mean);
-    offset += params_[i].numel();
+    const Tensor& p = params_[i];
+    if (p.device().is_cpu()) {
+      transfer(p.grad(), flat, offset, /*to_flat=*/false, mean);
+    } else {  // into a host tensor, then queued to the GPU ahead of the optimizer's work
+      const Tensor result = empty(p.shape(), {.dtype = p.dtype()});
+      transfer(result, flat, offset, /*to_flat=*/false, mean);
+      copy_into(p.grad(), result);
+    }
+    offset += p.numel();
   }
   if (bucket + 1 == buckets_.size()) {  // the extras, summed (not averaged)
     for (std::size_t i = 0; i < extras_; ++i) {

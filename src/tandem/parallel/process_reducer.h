@@ -4,9 +4,11 @@
 // on every rank; Gloo's halving-doubling sums in a fixed order too) in their parameters' dtype,
 // and writes the means back (or, when the ranks' shares of the batch differ, the sums of the
 // gradients each weighted by its rank's share). Not a replica reducer: within a process,
-// HostReducer (reducer.h) sums the replicas first. A few extra numbers per step (the ranks' losses
-// and counts) can ride in the last bucket's all-reduce, summed instead of averaged, so they cost no
-// collective of their own.
+// HostReducer (reducer.h) sums the replicas first. GPU gradients (one GPU per process) go across
+// through the host: copied there on the communication thread, summed by the process group
+// (Gloo), and copied back, ahead of the optimizer's work on the GPU. A few extra numbers per step
+// (the ranks' losses and counts) can ride in the last bucket's all-reduce, summed instead of
+// averaged, so they cost no collective of their own.
 #pragma once
 
 #include <condition_variable>

@@ -62,7 +62,15 @@ class DistributedRunner final : public StepRunner {
       std::vector<dist::ParamInfo> params;
       for (const auto& [name, p] : named_) params.push_back({name, p.shape(), p.dtype()});
       dist::check_same_model(*group_, params, reducer_->layout());
-      for (const auto& [name, p] : named_) group_->broadcast(p, 0);  // rank 0's weights
+      for (const auto& [name, p] : named_) {  // rank 0's weights
+        if (p.device().is_cpu()) {
+          group_->broadcast(p, 0);
+          continue;
+        }
+        const Tensor host = copy_to(p, kCPU);  // a GPU parameter crosses through the host
+        group_->broadcast(host, 0);
+        copy_into(p, host);
+      }
     }
     if (rank_split_.kind == SplitKind::Even) {
       reducer_->arm();
@@ -169,7 +177,18 @@ Job join_job(std::chrono::milliseconds comm_timeout) {
   if (!world || world->world_size == 1) return {};
   dist::ProcessGroupOptions options;
   options.timeout = comm_timeout;
-  return Job{dist::init_process_group(*world, options)};
+  return Job{.group = dist::init_process_group(*world, options), .local_rank = world->local_rank};
+}
+
+std::string one_gpu_per_process(int local_rank, const std::string& spec, DeviceLayout& layout,
+                                int gpus) {
+  const bool every_gpu = spec == "cuda" || (spec == "auto" && !layout.devices.empty() &&
+                                             layout.devices.front().is_cuda());
+  if (!every_gpu || gpus <= 0) return "";
+  const int gpu = local_rank % gpus;
+  layout.devices = {Device(DeviceType::CUDA, gpu)};
+  return "one GPU per process: cuda:" + std::to_string(gpu) + " for local rank " +
+         std::to_string(local_rank) + " (" + std::to_string(gpus) + " GPUs visible)";
 }
 
 std::int64_t local_batch_size(const Job& job, std::int64_t global_batch) {

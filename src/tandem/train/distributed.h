@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "tandem/data/sampler.h"
 #include "tandem/dist/process_group.h"
@@ -20,6 +21,7 @@ namespace tandem::train {
 // This process's place in a job; a single process has no group.
 struct Job {
   std::shared_ptr<dist::ProcessGroup> group;
+  int local_rank = 0;  // this process among those of its machine (LOCAL_RANK)
   int rank() const { return group ? group->rank() : 0; }
   int size() const { return group ? group->size() : 1; }
   bool distributed() const { return group != nullptr; }
@@ -35,6 +37,12 @@ Job join_job(std::chrono::milliseconds comm_timeout);
 // rank, so local batch k of every rank together is the single-process global batch k).
 std::int64_t local_batch_size(const Job& job, std::int64_t global_batch);
 std::shared_ptr<const data::Sampler> shard_sampler(const Job& job, std::int64_t dataset_size);
+
+// Under a launcher, `--devices cuda` (every GPU; auto when it picks GPUs) means this process's
+// own GPU, torchrun's convention: cuda:(local rank modulo the GPUs visible). Other layouts are
+// left as they are. Returns the reason to show; empty when none applied.
+std::string one_gpu_per_process(int local_rank, const std::string& spec, DeviceLayout& layout,
+                                int gpus);
 
 // The cross-process reduction of `model`'s trainable gradients (null for a single process), made
 // before this process's runner. With `overlap`, buckets go across while the backward runs: with

@@ -632,7 +632,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
 
   // devices (--devices auto without GPUs is settled below, once the model is known)
   DeviceLayout layout = parse_devices(c.devices);
-  std::string auto_reason;
+  std::string auto_reason =
+      job.distributed() ? one_gpu_per_process(job.local_rank, c.devices, layout, cuda_device_count())
+                        : "";
   const int cores = static_cast<int>(parallel::available_cpus().size());
   bool measure_auto = false;
   if (c.devices == "auto" && layout.devices.front().is_cpu()) {

@@ -16,6 +16,14 @@ namespace tandem::dist {
 
 bool nccl_clique_built() { return true; }
 
+std::string nccl_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess || code <= 0) return "";
+  // NCCL 2.9 on: major * 10000 + minor * 100 + patch.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
 struct NcclClique::Impl {
   std::vector<int> devices;
   std::vector<ncclComm_t> comms;

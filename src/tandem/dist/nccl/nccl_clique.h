@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tandem/tensor/tensor.h"
@@ -17,6 +18,8 @@ namespace tandem::dist {
 
 // Whether this build has the in-process NCCL communicators.
 bool nccl_clique_built();
+// The NCCL library's version ("2.28.3"); empty when not built or NCCL cannot say.
+std::string nccl_version();
 
 class NcclClique {
  public:

@@ -6,6 +6,7 @@
 namespace tandem::dist {
 
 bool nccl_clique_built() { return false; }
+std::string nccl_version() { return ""; }
 
 struct NcclClique::Impl {};
 
