@@ -1,6 +1,7 @@
 // The NCCL RankCollective: a thin adapter over dist::NcclClique.
 #include "tandem/parallel/nccl_collective.h"
 
+#include <string>
 #include <utility>
 
 #include "tandem/base/check.h"
@@ -36,7 +37,18 @@ std::unique_ptr<RankCollective> make_nccl_collective(const std::vector<Device>& 
     TANDEM_CHECK(d.is_cuda(), "DataParallel: NCCL sums GPU replicas only, not ", d);
     gpus.push_back(d.index);
   }
-  return std::make_unique<NcclCollective>(gpus);
+  try {
+    return std::make_unique<NcclCollective>(gpus);
+  } catch (const Error& e) {
+    // The way out, said before the error's [file:line].
+    std::string message = e.what();
+    const std::string hint =
+        "; --gpu-reduction host (nn::GpuReduction::Host) sums the GPUs' gradients through the "
+        "host instead";
+    const std::size_t at = message.rfind(" [");
+    message.insert(at == std::string::npos ? message.size() : at, hint);
+    throw Error(message);
+  }
 }
 
 }  // namespace tandem::parallel
