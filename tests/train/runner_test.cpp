@@ -168,6 +168,29 @@ TEST(Distributed, EachProcessTakesItsOwnGpuWhenTheDevicesAreEveryGpu) {
   EXPECT_EQ(one_gpu_per_process(1, "cuda", layout, 0), "");
 }
 
+TEST(Distributed, GpuGradientsCrossThroughNcclOnlyWhenEveryRankHasAGpuOfItsOwn) {
+  const std::vector<std::int64_t> distinct{11, 42, 7};
+  EXPECT_EQ(nccl_refusal(distinct, GpuReductionKind::Nccl, false, true), "");
+  const std::vector<std::int64_t> shared{11, 42, 11};
+  EXPECT_EQ(nccl_refusal(shared, GpuReductionKind::Nccl, false, true),
+            "ranks 0 and 2 train on the same GPU, and NCCL needs a GPU of its own for each rank");
+  EXPECT_EQ(nccl_refusal(std::vector<std::int64_t>{11, -1}, GpuReductionKind::Nccl, false, true),
+            "rank 1 does not train on one GPU");
+  EXPECT_EQ(nccl_refusal(distinct, GpuReductionKind::Host, false, true), "--gpu-reduction host");
+  EXPECT_EQ(nccl_refusal(distinct, GpuReductionKind::Nccl, true, true),
+            "--deterministic (Gloo sums in a fixed order)");
+  EXPECT_EQ(nccl_refusal(distinct, GpuReductionKind::Nccl, false, false),
+            "this build has no NCCL");
+}
+
+// A job of one process has no group: nothing is exchanged, and the GPU path says nothing.
+TEST(Distributed, ASingleProcessHasNoGpuGradientPath) {
+  const GpuGradientPath path =
+      gpu_gradient_path(Job{}, parse_devices("cpu"), GpuReductionKind::Nccl, false);
+  EXPECT_EQ(path.nccl, nullptr);
+  EXPECT_EQ(path.reason, "");
+}
+
 // The seed model behind a forward that counts the forwards run under bf16 autocast and in all.
 struct PrecisionSpy : nn::Module {
   std::shared_ptr<nn::Module> inner;

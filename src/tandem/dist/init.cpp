@@ -85,4 +85,14 @@ std::unique_ptr<ProcessGroup> init_process_group(const WorldInfo& world,
   return group;
 }
 
+std::unique_ptr<ProcessGroup> init_nccl_beside(const ProcessGroup& group, int cuda_device) {
+#if TANDEM_HAVE_NCCL
+  return make_nccl_process_group(group.companion("nccl-beside"), cuda_device);
+#else
+  (void)group;
+  TANDEM_FAIL("process group: this build has no NCCL backend (CUDA and NCCL were not found when "
+              "it was configured), so cuda:", cuda_device, "'s tensors cannot go through NCCL");
+#endif
+}
+
 }  // namespace tandem::dist

@@ -27,4 +27,10 @@ bool nccl_available();
 std::unique_ptr<ProcessGroup> init_process_group(const WorldInfo& world,
                                                  const ProcessGroupOptions& options);
 
+// A second group of `group`'s ranks on the NCCL backend, for GPU tensors: this rank on GPU
+// `cuda_device` (one GPU per rank, none shared), its unique id sent through `group`'s store.
+// Collective: every rank calls it at the same point, while `group` lives. Its timeout is
+// `group`'s; a failure (or a build without NCCL) is an error naming the cause.
+std::unique_ptr<ProcessGroup> init_nccl_beside(const ProcessGroup& group, int cuda_device);
+
 }  // namespace tandem::dist

@@ -7,6 +7,7 @@
 #include "tandem/base/check.h"
 #include "tandem/dist/monitor.h"
 #include "tandem/dist/socket.h"
+#include "tandem/dist/store.h"
 #include "tandem/dist/tcp_store.h"
 
 namespace tandem::dist {
@@ -35,6 +36,16 @@ Rendezvous::~Rendezvous() = default;
 
 ProcessGroup::ProcessGroup(Rendezvous rendezvous) : rv_(std::move(rendezvous)) {}
 ProcessGroup::~ProcessGroup() = default;
+
+Rendezvous ProcessGroup::companion(const std::string& name) const {
+  Rendezvous rv;
+  rv.rank = rv_.rank;
+  rv.size = rv_.size;
+  rv.timeout = rv_.timeout;
+  rv.address = rv_.address;
+  rv.store = std::make_shared<PrefixStore>(name, rv_.store);
+  return rv;
+}
 
 void ProcessGroup::run(const std::string& what, Timeout timeout,
                        const std::function<void(std::uint32_t)>& body) {

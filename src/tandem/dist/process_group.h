@@ -90,6 +90,11 @@ class ProcessGroup {
   // Made, like every collective, in the same order on every rank.
   std::unique_ptr<RepeatedAllReduce> repeated_all_reduce(const Tensor& buffer);
 
+  // The rendezvous of another group of the same ranks (an NCCL group beside a Gloo one), set up
+  // through this group's store under keys "<name>/...": no store server and no monitor of its
+  // own, so it is made while this group lives (its rank 0 serves a TCP store).
+  Rendezvous companion(const std::string& name) const;
+
   // Collectives started so far (the number the monitor reports).
   std::uint64_t collectives() const { return seq_; }
 

@@ -1,6 +1,6 @@
 // The cross-process bucket reducer: bucket bookkeeping under one mutex, and a communication
-// thread that flattens each bucket into its buffer, sums it over the ranks (a repeated all-reduce
-// bound to the buffer) and writes the mean back.
+// thread that flattens each bucket into its buffer (on the host, or on the GPU for the GPU group),
+// sums it over the ranks (a repeated all-reduce bound to the buffer) and writes the mean back.
 #include "tandem/parallel/process_reducer.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "tandem/base/check.h"
 #include "tandem/dist/process_group.h"
+#include "tandem/ops/ops.h"
 #include "tandem/parallel/reducer.h"
 #include "tandem/tensor/factories.h"
 
@@ -48,6 +49,11 @@ void transfer(const Tensor& grad, const Tensor& flat, std::int64_t offset, bool 
   }
 }
 
+// x in `dtype` (x itself when it is already), on x's device.
+Tensor as_dtype(const Tensor& x, DType dtype) {
+  return x.dtype() == dtype ? x : ops::cast(x, dtype);
+}
+
 }  // namespace
 
 struct ProcessReducer::Shared {
@@ -55,7 +61,8 @@ struct ProcessReducer::Shared {
 };
 
 ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params,
-                               std::size_t bucket_bytes, std::size_t extras)
+                               std::size_t bucket_bytes, std::size_t extras,
+                               dist::ProcessGroup* gpu_group)
     : group_(group),
       params_(std::move(params)),
       shared_(std::make_shared<Shared>()),
@@ -88,6 +95,14 @@ ProcessReducer::ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> pa
     flat_.push_back(empty({n}, {.dtype = dtype}));
   }
   all_reduces_.resize(buckets_.size());
+  if (gpu_group) {
+    TANDEM_CHECK(gpu_group->size() == group.size() && gpu_group->rank() == group.rank(),
+                 "ProcessReducer: the GPU group is rank ", gpu_group->rank(), " of ",
+                 gpu_group->size(), ", the group rank ", group.rank(), " of ", group.size());
+    gpu_group_ = gpu_group;
+    gpu_flat_.resize(buckets_.size());
+    gpu_all_reduces_.resize(buckets_.size());
+  }
   pending_.resize(buckets_.size());
   handed_.assign(buckets_.size(), false);
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].size();
@@ -198,15 +213,34 @@ void ProcessReducer::loop() {
   }
 }
 
+std::optional<Device> ProcessReducer::gpu_of(std::size_t bucket) const {
+  if (!gpu_group_ || buckets_[bucket].empty()) return std::nullopt;
+  const Device first = params_[buckets_[bucket].front()].device();
+  for (std::size_t i : buckets_[bucket]) {
+    TANDEM_CHECK(params_[i].device() == first, "ProcessReducer: bucket ", bucket,
+                 " holds gradients on ", first, " and on ", params_[i].device(),
+                 "; with a GPU group every gradient is on this process's one GPU");
+  }
+  if (!first.is_cuda()) return std::nullopt;
+  return first;
+}
+
 void ProcessReducer::reduce(std::size_t bucket, double weight) {
-  const Tensor& flat = flat_[bucket];
-  std::int64_t offset = 0;
   for (std::size_t i : buckets_[bucket]) {
     const Tensor& p = params_[i];
     if (!p.grad().defined()) {
       p.set_grad(zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()}));
     }
     TANDEM_CHECK(p.grad().is_contiguous(), "ProcessReducer: a non-contiguous gradient");
+  }
+  if (const std::optional<Device> gpu = gpu_of(bucket)) {
+    reduce_on_gpu(bucket, weight, *gpu);
+    return;
+  }
+  const Tensor& flat = flat_[bucket];
+  std::int64_t offset = 0;
+  for (std::size_t i : buckets_[bucket]) {
+    const Tensor& p = params_[i];
     // A GPU gradient is read through a host copy (which waits for the GPU work queued before it,
     // the backward's that produced it included).
     const Tensor grad = p.device().is_cpu() ? p.grad() : copy_to(p.grad(), kCPU);
@@ -233,6 +267,43 @@ void ProcessReducer::reduce(std::size_t bucket, double weight) {
       const std::int64_t at = offset + static_cast<std::int64_t>(i);
       summed_extras_[i] = flat.dtype() == DType::Float32 ? flat.data<float>()[at]
                                                          : flat.data<double>()[at];
+    }
+  }
+}
+
+// Everything here is queued on the thread's current stream of `gpu` (its compute stream, behind
+// the backward's work that produced the gradients); the group orders its collective after it and
+// returns once the sums are in place. The host waits only for the extras, read back at the end.
+void ProcessReducer::reduce_on_gpu(std::size_t bucket, double weight, Device gpu) {
+  const Tensor& host = flat_[bucket];  // its tail carries this rank's extras in
+  Tensor& flat = gpu_flat_[bucket];
+  if (!flat.defined()) flat = empty({host.numel()}, {.dtype = host.dtype(), .device = gpu});
+  std::int64_t offset = 0;
+  for (std::size_t i : buckets_[bucket]) {
+    const Tensor grad = params_[i].grad().view({params_[i].numel()});
+    copy_into(flat.narrow(0, offset, grad.numel()), as_dtype(grad, flat.dtype()));
+    offset += grad.numel();
+  }
+  const Tensor grads = flat.narrow(0, 0, offset);
+  if (weight >= 0) ops::scale_(grads, weight);
+  const auto extras = static_cast<std::int64_t>(extras_);
+  const bool last = bucket + 1 == buckets_.size();
+  if (last && extras > 0) copy_into(flat.narrow(0, offset, extras), host.narrow(0, offset, extras));
+  if (!gpu_all_reduces_[bucket]) gpu_all_reduces_[bucket] = gpu_group_->repeated_all_reduce(flat);
+  gpu_all_reduces_[bucket]->run();
+  if (weight < 0) ops::scale_(grads, 1.0 / static_cast<double>(group_.size()));
+  offset = 0;
+  for (std::size_t i : buckets_[bucket]) {
+    const Tensor& grad = params_[i].grad();
+    const Tensor sum = flat.narrow(0, offset, grad.numel()).view(grad.shape());
+    copy_into(grad, as_dtype(sum, grad.dtype()));
+    offset += grad.numel();
+  }
+  if (last && extras > 0) {  // the extras, summed (not averaged)
+    const Tensor sums =
+        convert_dtype(copy_to(flat.narrow(0, offset, extras), kCPU), DType::Float64);
+    for (std::int64_t i = 0; i < extras; ++i) {
+      summed_extras_[static_cast<std::size_t>(i)] = sums.data<double>()[i];
     }
   }
 }

@@ -5,8 +5,11 @@
 // and writes the means back (or, when the ranks' shares of the batch differ, the sums of the
 // gradients each weighted by its rank's share). Not a replica reducer: within a process,
 // HostReducer (reducer.h) sums the replicas first. GPU gradients (one GPU per process) go across
-// through the host: copied there on the communication thread, summed by the process group
-// (Gloo), and copied back, ahead of the optimizer's work on the GPU. A few extra numbers per step
+// on the GPU when a group for GPU tensors is given (NCCL, each rank on a GPU of its own): the
+// communication thread queues the bucket's copies into a flat GPU buffer behind the backward's
+// work, NCCL sums it once those copies are done, and the results are queued back ahead of the
+// optimizer's work. Without one they go through the host: copied there, summed by the process
+// group (Gloo), and copied back. A few extra numbers per step
 // (the ranks' losses and counts) can ride in the last bucket's all-reduce, summed instead of
 // averaged, so they cost no collective of their own.
 #pragma once
@@ -17,6 +20,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -43,9 +47,11 @@ class ProcessReducer {
   // params: the model's parameters in registration order; buckets of about bucket_bytes are cut
   // in reverse order (the order backward produces them). extras: how many numbers each finish()
   // sums across the ranks along with the last bucket (in the bucket's dtype: float32 keeps 24
-  // bits, so counts stay exact below 2^24); that bucket then waits for finish().
+  // bits, so counts stay exact below 2^24); that bucket then waits for finish(). gpu_group: a
+  // group of the same ranks for GPU tensors (dist::init_nccl_beside), used for the buckets whose
+  // gradients are on this process's GPU; null: they go through `group` by way of the host.
   ProcessReducer(dist::ProcessGroup& group, std::vector<Tensor> params, std::size_t bucket_bytes,
-                 std::size_t extras = 0);
+                 std::size_t extras = 0, dist::ProcessGroup* gpu_group = nullptr);
   ~ProcessReducer();
   ProcessReducer(const ProcessReducer&) = delete;
   ProcessReducer& operator=(const ProcessReducer&) = delete;
@@ -78,6 +84,10 @@ class ProcessReducer {
   struct Shared;
   void loop();
   void reduce(std::size_t bucket, double weight);
+  // The bucket's GPU, when gpu_group_ is set and its gradients are on one (an error when they
+  // are on several devices); nullopt: through the host.
+  std::optional<Device> gpu_of(std::size_t bucket) const;
+  void reduce_on_gpu(std::size_t bucket, double weight, Device gpu);
 
   dist::ProcessGroup& group_;
   std::vector<Tensor> params_;
@@ -88,6 +98,11 @@ class ProcessReducer {
   std::vector<Tensor> flat_;        // [bucket] its gradients, flattened (the last: + extras)
   // [bucket] its all-reduce, bound to flat_[bucket]; made by the thread on the bucket's first use
   std::vector<std::unique_ptr<dist::RepeatedAllReduce>> all_reduces_;
+  dist::ProcessGroup* gpu_group_ = nullptr;
+  // [bucket] on the GPU (gpu_group_): its flat buffer there (the last: + extras), and its
+  // all-reduce; made by the thread on the bucket's first use. flat_ still carries the extras in.
+  std::vector<Tensor> gpu_flat_;
+  std::vector<std::unique_ptr<dist::RepeatedAllReduce>> gpu_all_reduces_;
   std::size_t extras_ = 0;
   std::vector<double> summed_extras_;  // the last all-reduce's extras, summed over the ranks
 

@@ -5,14 +5,19 @@
 // are only known once its reduction is over, so each row carries its rank's previous step's.
 #include "tandem/train/distributed.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <set>
+#include <span>
 
 #include "tandem/base/check.h"
+#include "tandem/device/cuda/discovery.h"
 #include "tandem/dist/consistency.h"
 #include "tandem/dist/env.h"
 #include "tandem/dist/init.h"
@@ -205,15 +210,74 @@ std::shared_ptr<const data::Sampler> shard_sampler(const Job& job, std::int64_t 
           .rank = job.rank(), .world_size = job.size(), .shuffle = true, .tail = data::Tail::Pad});
 }
 
+std::string nccl_refusal(std::span<const std::int64_t> gpus, GpuReductionKind kind,
+                         bool deterministic, bool nccl_built) {
+  for (std::size_t r = 0; r < gpus.size(); ++r) {
+    if (gpus[r] < 0) return "rank " + std::to_string(r) + " does not train on one GPU";
+    for (std::size_t q = 0; q < r; ++q) {
+      if (gpus[q] == gpus[r]) {
+        return "ranks " + std::to_string(q) + " and " + std::to_string(r) +
+               " train on the same GPU, and NCCL needs a GPU of its own for each rank";
+      }
+    }
+  }
+  if (deterministic) return "--deterministic (Gloo sums in a fixed order)";
+  if (kind == GpuReductionKind::Host) return "--gpu-reduction host";
+  if (!nccl_built) return "this build has no NCCL";
+  return "";
+}
+
+namespace {
+
+// This process's GPU as a number the other ranks can compare: its machine and PCI bus id.
+std::int64_t gpu_identity(const DeviceLayout& layout) {
+  if (layout.devices.size() != 1 || !layout.devices.front().is_cuda()) return -1;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string id =
+      std::string(host) + "/" + cuda::gpu_info(layout.devices.front().index).pci_bus_id;
+  constexpr auto kNonNegative = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  return static_cast<std::int64_t>(std::hash<std::string>{}(id) & kNonNegative);
+}
+
+}  // namespace
+
+GpuGradientPath gpu_gradient_path(const Job& job, const DeviceLayout& layout, GpuReductionKind kind,
+                                  bool deterministic) {
+  if (!job.group) return {};
+  const std::int64_t mine = gpu_identity(layout);
+  const Tensor own = empty({1}, {.dtype = DType::Int64});
+  own.data<std::int64_t>()[0] = mine;
+  const Tensor gathered = empty({job.size()}, {.dtype = DType::Int64});
+  job.group->all_gather(own, gathered);
+  const std::span<const std::int64_t> gpus(gathered.data<std::int64_t>(),
+                                           static_cast<std::size_t>(job.size()));
+  const std::string refusal = nccl_refusal(gpus, kind, deterministic, dist::nccl_available());
+  if (mine < 0) return {};
+  const Device gpu = layout.devices.front();
+  if (!refusal.empty()) {
+    return {.reason = "GPU gradients cross the processes through the host (Gloo): " + refusal};
+  }
+  try {
+    return {.nccl = dist::init_nccl_beside(*job.group, gpu.index),
+            .reason = "GPU gradients cross the processes through NCCL (rank " +
+                      std::to_string(job.rank()) + " on " + gpu.str() + ")"};
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) +
+                "; --gpu-reduction host sends the GPU gradients through the host (Gloo) instead");
+  }
+}
+
 std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, const nn::Module& model,
                                                             std::size_t devices, bool overlap,
-                                                            RunnerOptions& options) {
+                                                            RunnerOptions& options,
+                                                            dist::ProcessGroup* gpu_group) {
   if (!job.group) return nullptr;
   std::vector<Tensor> params;
   for (const auto& [name, p] : trainable(model)) params.push_back(p);
   auto reducer = std::make_shared<parallel::ProcessReducer>(
       *job.group, params, overlap ? kBucketBytes : std::numeric_limits<std::size_t>::max(),
-      static_cast<std::size_t>(job.size() * kFigures));
+      static_cast<std::size_t>(job.size() * kFigures), gpu_group);
   if (!overlap) return reducer;  // one bucket, handed over by finish()
   if (devices > 1) {
     const std::weak_ptr<parallel::ProcessReducer> weak = reducer;

@@ -8,12 +8,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "tandem/data/sampler.h"
 #include "tandem/dist/process_group.h"
 #include "tandem/nn/module.h"
 #include "tandem/parallel/process_reducer.h"
+#include "tandem/train/config.h"
+#include "tandem/train/devices.h"
 #include "tandem/train/trainer.h"
 
 namespace tandem::train {
@@ -44,14 +47,32 @@ std::shared_ptr<const data::Sampler> shard_sampler(const Job& job, std::int64_t 
 std::string one_gpu_per_process(int local_rank, const std::string& spec, DeviceLayout& layout,
                                 int gpus);
 
+// How GPU gradients cross the processes: through NCCL, in a group beside the job's (each rank on
+// a GPU of its own), or through the host (the job's Gloo group). Every rank of a job calls
+// gpu_gradient_path at the same point: the ranks exchange which GPU each trains on (machine and
+// PCI bus id) and all decide alike.
+struct GpuGradientPath {
+  std::unique_ptr<dist::ProcessGroup> nccl;  // null: through the host
+  std::string reason;  // for the run log; empty when this rank does not train on one GPU
+};
+GpuGradientPath gpu_gradient_path(const Job& job, const DeviceLayout& layout, GpuReductionKind kind,
+                                  bool deterministic);
+// The decision itself: empty when NCCL applies, else why not. gpus: [rank] the GPU the rank
+// trains on as a non-negative number (its machine and PCI bus id), or -1 when it does not train
+// on one GPU.
+std::string nccl_refusal(std::span<const std::int64_t> gpus, GpuReductionKind kind,
+                         bool deterministic, bool nccl_built);
+
 // The cross-process reduction of `model`'s trainable gradients (null for a single process), made
 // before this process's runner. With `overlap`, buckets go across while the backward runs: with
 // several devices each bucket DataParallel has summed (through options.on_bucket_reduced), with
 // one device the gradient-ready hooks (when a step is a single backward); else after it. Without,
 // all gradients form one bucket, reduced after the backward (see overlaps_backward).
-std::shared_ptr<parallel::ProcessReducer> prepare_reduction(const Job& job, const nn::Module& model,
-                                                            std::size_t devices, bool overlap,
-                                                            RunnerOptions& options);
+// GPU buckets go through `gpu_group` when given (gpu_gradient_path's NCCL group, which must
+// outlive the reducer).
+std::shared_ptr<parallel::ProcessReducer> prepare_reduction(
+    const Job& job, const nn::Module& model, std::size_t devices, bool overlap,
+    RunnerOptions& options, dist::ProcessGroup* gpu_group = nullptr);
 
 // Whether the cross-process reduction should overlap the backward: only when this process leaves
 // a CPU free of compute threads (`compute_threads` against `cpus`), or computes on a GPU. With

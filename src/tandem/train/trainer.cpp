@@ -743,7 +743,11 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   const int compute_threads = devices * threads_per_device;
   const bool overlap = overlaps_backward(!layout.devices.front().is_cpu(), compute_threads, cores);
   options.note = [&console](const std::string& text) { console.warning(text); };
-  const auto cross = prepare_reduction(job, *model, layout.devices.size(), overlap, options);
+  // GPU gradients cross the processes through NCCL where each rank has a GPU of its own.
+  const GpuGradientPath gpu_path = gpu_gradient_path(job, layout, c.gpu_reduction, deterministic);
+  if (!gpu_path.reason.empty()) console.note(gpu_path.reason);
+  const auto cross = prepare_reduction(job, *model, layout.devices.size(), overlap, options,
+                                       gpu_path.nccl.get());
   std::unique_ptr<StepRunner> runner =
       make_step_runner(model, layout, criterion, [kind, input]() { return make_model(kind, input); },
                        options);

@@ -1,6 +1,8 @@
-// NcclProcessGroup: a non-blocking NCCL communicator on its own CUDA stream. Every call is
-// polled (cudaStreamQuery, ncclCommGetAsyncError) until done or until the timeout, which aborts
-// the communicator; every CUDA/NCCL call is checked and its error names the operation.
+// NcclProcessGroup: a non-blocking NCCL communicator on its own CUDA stream. Each collective
+// starts after the work the calling thread queued on its current stream (the GPU waits for it,
+// through an event), and is polled (cudaStreamQuery, ncclCommGetAsyncError) until done or until
+// the timeout, which aborts the communicator; every CUDA/NCCL call is checked and its error names
+// the operation. When a call returns, its results are in place for any stream.
 #include "tandem/dist/nccl/nccl_process_group.h"
 
 #include <cuda_runtime.h>
@@ -12,6 +14,9 @@
 #include "tandem/base/check.h"
 #include "tandem/dist/socket.h"
 #include "tandem/dist/store.h"
+#if TANDEM_DIST_CUDA_STREAMS
+#include "tandem/device/cuda/stream.h"
+#endif
 
 namespace tandem::dist {
 namespace {
@@ -40,6 +45,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_cuda(cudaSetDevice(device_), ("cudaSetDevice(" + std::to_string(device_) + ")").c_str());
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc (barrier scratch)");
+    check_cuda(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming), "cudaEventCreate");
     ncclUniqueId id;
     if (rank() == 0) {
       check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -59,6 +65,7 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override {
     if (comm_) ncclCommAbort(comm_);  // finalize would wait for peers that may be gone
     if (scratch_) cudaFree(scratch_);
+    if (queued_) cudaEventDestroy(queued_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -122,6 +129,11 @@ class NcclProcessGroup final : public ProcessGroup {
   template <typename Call>
   void launch(const char* what, Timeout timeout, Call&& call) {
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+#if TANDEM_DIST_CUDA_STREAMS
+    // The operands were written by work queued on the caller's stream (a gradient bucket's copies).
+    check_cuda(cudaEventRecord(queued_, cuda::current_stream(device_)), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream_, queued_, 0), "cudaStreamWaitEvent");
+#endif
     check_nccl(call(), what);
     settle(what, timeout);
     const auto deadline = deadline_in(timeout);
@@ -147,6 +159,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   int device_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t queued_ = nullptr;  // the caller's work a collective waits for
   void* scratch_ = nullptr;
   ncclComm_t comm_ = nullptr;
 };
