@@ -42,6 +42,20 @@ class NcclProcessGroup final : public ProcessGroup {
  public:
   NcclProcessGroup(Rendezvous rv, int cuda_device)
       : ProcessGroup(std::move(rv)), device_(cuda_device) {
+    try {
+      set_up();
+    } catch (...) {  // the destructor does not run for a constructor that throws
+      release();
+      throw;
+    }
+  }
+
+  ~NcclProcessGroup() override { release(); }
+
+  Backend backend() const override { return Backend::Nccl; }
+
+ private:
+  void set_up() {
     check_cuda(cudaSetDevice(device_), ("cudaSetDevice(" + std::to_string(device_) + ")").c_str());
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc (barrier scratch)");
@@ -62,14 +76,16 @@ class NcclProcessGroup final : public ProcessGroup {
     settle("ncclCommInitRank", timeout());
   }
 
-  ~NcclProcessGroup() override {
+  void release() {
     if (comm_) ncclCommAbort(comm_);  // finalize would wait for peers that may be gone
     if (scratch_) cudaFree(scratch_);
     if (queued_) cudaEventDestroy(queued_);
     if (stream_) cudaStreamDestroy(stream_);
+    comm_ = nullptr;
+    scratch_ = nullptr;
+    queued_ = nullptr;
+    stream_ = nullptr;
   }
-
-  Backend backend() const override { return Backend::Nccl; }
 
  protected:
   void do_all_reduce(const Tensor& t, ReduceOp op, Timeout timeout, std::uint32_t) override {
