@@ -198,8 +198,8 @@ Command add_devices_command(CLI::App& app) {
                 gib(cpu.memory_available_bytes).c_str());
     print_gpus(gpus, gpu_reason);
     if (!gpus.empty() && !train::auto_uses_gpus()) {
-      std::printf("  --devices auto trains on the CPU: tandem has no CUDA kernels yet (--devices "
-                  "cuda:N reaches the GPU, and stops at the first op it lacks)\n");
+      std::printf("  --devices auto trains on the CPU: this tandem was built without its CUDA "
+                  "kernels (nvcc, cuBLAS or cuDNN missing, or TANDEM_CUDA_KERNELS=OFF)\n");
     }
     return 0;
   };

@@ -13,6 +13,7 @@
 #include "tandem/tandem.h"
 #include "tandem/io/checkpoint.h"
 #include "tandem/train/config.h"
+#include "tandem/ops/cuda/cuda_ops.h"
 #include "tandem/train/devices.h"
 #include "tandem/train/evaluate.h"
 #include "tandem/train/metrics.h"
@@ -172,9 +173,13 @@ TEST(Config, BadValuesAreErrorsNamingTheFlag) {
 }
 
 TEST(Devices, SpellingsResolveOrFailClearly) {
-  if (!auto_uses_gpus()) {  // else auto means every GPU
-    EXPECT_EQ(parse_devices("auto").devices, (std::vector<Device>{kCPU}));
-  }
+  // auto: every GPU where this build has the CUDA kernels and sees a GPU, else the CPU.
+  EXPECT_EQ(auto_uses_gpus(), ops::cuda::built() && cuda_device_count() > 0);
+  std::vector<Device> expected_auto;
+  for (int i = 0; auto_uses_gpus() && i < cuda_device_count(); ++i)
+    expected_auto.emplace_back(DeviceType::CUDA, i);
+  if (expected_auto.empty()) expected_auto.push_back(kCPU);
+  EXPECT_EQ(parse_devices("auto").devices, expected_auto);
   EXPECT_EQ(parse_devices("cpu").describe(), "cpu");
   const DeviceLayout three = parse_devices("cpu:3");
   ASSERT_EQ(three.devices.size(), 3u);

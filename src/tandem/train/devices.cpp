@@ -13,6 +13,7 @@
 
 #include "tandem/base/check.h"
 #include "tandem/device/cuda/discovery.h"
+#include "tandem/ops/cuda/cuda_ops.h"
 
 namespace tandem::train {
 namespace {
@@ -67,12 +68,9 @@ std::string DeviceLayout::describe() const {
 
 bool cuda_built() { return cuda::built(); }
 
-// Until ops/cuda runs every op of the engine, a GPU cannot train a model: --devices auto stays on
-// the CPU (an explicit --devices cuda still reaches the GPU, and fails at the first op it lacks).
-// Flip this when the CUDA kernels land.
-constexpr bool kCudaOpsReady = false;
-
-bool auto_uses_gpus() { return kCudaOpsReady && cuda_device_count() > 0; }
+// Auto takes the GPUs where this build has the CUDA kernels (ops/cuda: every op of the engine);
+// a build with the device layer alone could list GPUs but not train on them.
+bool auto_uses_gpus() { return ops::cuda::built() && cuda_device_count() > 0; }
 
 int cuda_device_count() { return cuda::device_count(); }
 

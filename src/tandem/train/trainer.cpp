@@ -637,6 +637,10 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
                         : "";
   const int cores = static_cast<int>(parallel::available_cpus().size());
   bool measure_auto = false;
+  if (c.devices == "auto" && !layout.devices.front().is_cpu() && auto_reason.empty()) {
+    auto_reason = layout.devices.size() == 1 ? "auto: the GPU"
+                                             : "auto: every GPU, one replica each";
+  }
   if (c.devices == "auto" && layout.devices.front().is_cpu()) {
     if (job.distributed()) {
       auto_reason = "auto: one CPU device per process (" + std::to_string(job.size()) +
