@@ -1,7 +1,7 @@
 // Copies from the host to a GPU through the pinned staging blocks: they return while the GPU's
 // stream is still busy (no wait), the host memory can be overwritten at once without changing what
-// arrives, a block is reused only after its copy has run, and a copy above the staging limit still
-// arrives (synchronously).
+// arrives, a block is reused only after its copy has run (asking whether it has leaves no error
+// behind), and a copy above the staging limit still arrives (synchronously).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -40,6 +40,9 @@ TEST(PinnedStaging, CopiesToTheGpuReturnAtOnceAndCarryTheValuesOfTheirCall) {
     for (auto& v : host) v = -1;  // the copies are still queued: this must not reach the GPU
     // Every copy still waits behind the gate, so each holds a block of its own.
     EXPECT_GE(pinned_staging().stats(0).blocks, kCopies);
+    // Each later copy found the earlier blocks "not ready": an answer, which must not be left as
+    // the thread's last error (the next kernel launch's check would report it).
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   }  // opens the gate and lets the stream finish
   for (std::size_t k = 0; k < kCopies; ++k) {
     const std::vector<std::int32_t> got = read_back(targets[k], kCount);

@@ -40,7 +40,12 @@ PinnedStaging::Block* PinnedStaging::acquire(int device, std::size_t nbytes) {
     if (b->handed_out || b->size < nbytes) continue;
     if (b->pending) {
       const cudaError_t state = cudaEventQuery(b->event);
-      if (state == cudaErrorNotReady) continue;
+      if (state == cudaErrorNotReady) {
+        // An answer, not an error: cleared, or the thread's next kernel launch check (which reads
+        // cudaGetLastError) would report it.
+        (void)cudaGetLastError();
+        continue;
+      }
       TANDEM_CUDA_CHECK(state);
       b->pending = false;
     }

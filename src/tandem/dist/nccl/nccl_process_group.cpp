@@ -157,6 +157,7 @@ class NcclProcessGroup final : public ProcessGroup {
       const cudaError_t rc = cudaStreamQuery(stream_);
       if (rc == cudaSuccess) return;
       if (rc != cudaErrorNotReady) check_cuda(rc, what);
+      (void)cudaGetLastError();  // "not ready" is an answer: left behind, a later launch reports it
       ncclResult_t state = ncclSuccess;
       check_nccl(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
       check_nccl(state, what);
