@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "tandem/autograd/autocast.h"
 #include "tandem/autograd/grad_mode.h"
@@ -68,6 +69,9 @@ struct Work {
   double bn_weight = 0.0;  // n_r / N, for BatchNormStats::Global
   bool cycle_start = false;
   bool communicate = false;
+  // Per shard, its rows already on the replica's memory (copied by the calling thread: see
+  // DataParallelState::parameters_sync_on_caller), or empty: the replica takes them itself.
+  std::vector<std::pair<Tensor, Tensor>> inputs;
   std::vector<double> losses;  // per shard
   DeviceStats stats;
   Clock::time_point finished;
@@ -111,6 +115,13 @@ struct DataParallelState {
 
   std::vector<double> proportions() const;
   void sync_parameters(std::size_t r);
+  // Whether replica r's parameters are made equal to the master's on the calling thread before
+  // the replicas start (a GPU on either side), rather than by r's own thread. A replica thread must
+  // not wait for another GPU's stream: once replica 0 has queued its share of an NCCL sum, that
+  // stream waits for r's share, which r queues only after its copy: a deadlock.
+  bool parameters_sync_on_caller(std::size_t r) const {
+    return r > 0 && (!devices[0].is_cpu() || !devices[r].is_cpu());
+  }
   void run_replica(std::size_t r);
   double help_reduce(std::size_t r);  // returns the seconds it waited
   void reset_cycle();
@@ -161,7 +172,7 @@ void DataParallelState::sync_parameters(std::size_t r) {
 void DataParallelState::run_replica(std::size_t r) {
   Work& w = work[r];
   DeviceStats& st = w.stats;
-  if (w.cycle_start && r > 0) {
+  if (w.cycle_start && r > 0 && !parameters_sync_on_caller(r)) {
     const auto start = Clock::now();
     for (const Tensor& p : params[r]) p.set_grad(Tensor());
     sync_parameters(r);
@@ -187,12 +198,14 @@ void DataParallelState::run_replica(std::size_t r) {
   const Device memory = memory_of(devices[r]);
   const AutocastGuard autocast_here(autocast);
   bool went_live = false;
-  for (const Shard& shard : w.shards) {
+  for (std::size_t j = 0; j < w.shards.size(); ++j) {
+    const Shard& shard = w.shards[j];
     group->check_not_aborted();
     const auto t0 = Clock::now();
     const double wait0 = group->wait_seconds(r);
-    const Tensor x = rows(*data, shard.offset, shard.count, memory);
-    const Tensor y = rows(*target, shard.offset, shard.count, memory);
+    const bool given = j < w.inputs.size();
+    const Tensor x = given ? w.inputs[j].first : rows(*data, shard.offset, shard.count, memory);
+    const Tensor y = given ? w.inputs[j].second : rows(*target, shard.offset, shard.count, memory);
     const Tensor output = forwards[r](x);
     const Tensor loss_value = (*loss)(output, y);
     TANDEM_CHECK(loss_value.defined() && loss_value.numel() == 1,
@@ -588,6 +601,33 @@ StepResult DataParallel::forward_backward(const Tensor& data, const Tensor& targ
         copy_into(s.buffers[r][j], copy_to(s.buffers[0][j], s.buffers[r][j].device()));
       }
     }
+  }
+
+  // What would make a replica thread wait for another GPU's stream is done here, before the
+  // replicas start (see parameters_sync_on_caller): the parameters' copies at a cycle's start, and
+  // the rows of a batch that is on a GPU for the replicas elsewhere.
+  try {
+    for (std::size_t r = 1; cycle_start && r < n; ++r) {
+      if (!s.parameters_sync_on_caller(r)) continue;
+      const auto start = Clock::now();
+      for (const Tensor& p : s.params[r]) p.set_grad(Tensor());
+      s.sync_parameters(r);
+      s.work[r].stats.optimizer_s += seconds_since(start);
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      const Device memory = memory_of(s.devices[r]);
+      const auto elsewhere_gpu = [&](const Tensor& t) {
+        return !t.device().is_cpu() && t.device() != memory;
+      };
+      if (!elsewhere_gpu(data) && !elsewhere_gpu(target)) continue;
+      for (const detail::Shard& shard : s.work[r].shards) {
+        s.work[r].inputs.emplace_back(rows(data, shard.offset, shard.count, memory),
+                                      rows(target, shard.offset, shard.count, memory));
+      }
+    }
+  } catch (...) {
+    s.reset_cycle();
+    throw;
   }
 
   s.data = &data;

@@ -1,8 +1,9 @@
 // DataParallel with GPU replicas against one CPU device on the same batches: two replicas on one
 // GPU, a GPU with a CPU replica (either as the master), a weighted split, global batch-norm
-// statistics, gradient accumulation, and two identical runs giving identical weights. The GPU
-// path reduces through the host (HostReducer's staging), so only the kernels' arithmetic differs
-// from the CPU reference: tolerances are the CUDA kernel tests' (rtol 1e-4).
+// statistics, gradient accumulation, a batch already on the GPU, and two identical runs giving
+// identical weights. The GPU path reduces through the host (HostReducer's staging), so only the
+// kernels' arithmetic differs from the CPU reference: tolerances are the CUDA kernel tests' (rtol
+// 1e-4).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -62,6 +63,20 @@ TEST(DataParallelGpu, AccumulatedMicroStepsOnTwoGpuReplicasEqualOneCpuDeviceOnTh
   // Each batch of 16 as two micro-steps of 8 through DataParallel: the same update.
   const TrainingRun dp = train_dp_accumulated<SeedNet>(init, whole, {kGpu0, kGpu0});
   EXPECT_TRUE(states_match(dp.state, one.state, 1e-4, 1e-5));
+}
+
+TEST(DataParallelGpu, ABatchAlreadyOnTheGpuIsSharedWithACpuReplica) {
+  TANDEM_REQUIRE_GPU();
+  manual_seed(7);
+  const nn::StateDict init = snapshot(SeedNet());
+  const std::vector<Batch> batches = make_batches(4, 12, 51);
+  std::vector<Batch> on_gpu;
+  for (const Batch& b : batches) on_gpu.push_back({copy_to(b.x, kGpu0), copy_to(b.y, kGpu0)});
+  // The CPU replica's rows are copied from the GPU by the calling thread; the same training.
+  const TrainingRun from_host = train_dp<SeedNet>(init, batches, {kGpu0, kCpu0});
+  const TrainingRun from_gpu = train_dp<SeedNet>(init, on_gpu, {kGpu0, kCpu0});
+  EXPECT_EQ(from_gpu.losses, from_host.losses);
+  EXPECT_TRUE(states_match(from_gpu.state, from_host.state, -1.0, 0.0));
 }
 
 TEST(DataParallelGpu, TwoRunsOnTheSameDevicesGiveIdenticalWeights) {
