@@ -1,6 +1,7 @@
 // The caching allocator's bookkeeping over a fake device (no GPU needed): size rounding, pool
 // choice, splitting and merging, same-stream reuse, cross-stream reuse only after events, the
-// cache given back when the device is full, and the out-of-memory message.
+// cache given back when the device is full (but not a held stream's: a graph's), and the
+// out-of-memory message.
 #include "tandem/device/cuda/block_allocator.h"
 
 #include <gtest/gtest.h>
@@ -223,6 +224,33 @@ TEST(BlockAllocator, EmptyCacheKeepsSegmentsWithLiveBlocks) {
   EXPECT_EQ(device.frees, 1);  // only the wholly free one
   EXPECT_EQ(blocks.stats().reserved, 20 * kMiB);
   blocks.free(b);
+}
+
+TEST(BlockAllocator, AHeldStreamsFreeSegmentsStayUntilItIsLetGo) {
+  FakeDevice device(64 * kMiB);
+  BlockAllocator blocks(device);
+  blocks.hold_stream(kStreamB);  // a graph's stream: its replays use the memory cached for it
+  blocks.hold_stream(kStreamB);  // two holders
+  void* graph_temp = blocks.allocate(30 * kMiB, kStreamB);
+  void* eager = blocks.allocate(20 * kMiB, kStreamA);
+  blocks.free(graph_temp);  // free in the pools, yet still the graph's
+  blocks.free(eager);
+  blocks.empty_cache();
+  EXPECT_EQ(device.frees, 1);  // the eager segment only
+  EXPECT_EQ(blocks.stats().reserved, 30 * kMiB);
+  // A full device gets back what is not held, then says it is out of memory.
+  EXPECT_THROW(blocks.allocate(40 * kMiB, kStreamA), OutOfMemoryError);
+  EXPECT_EQ(blocks.stats().reserved, 30 * kMiB);
+  blocks.let_go_stream(kStreamB);
+  blocks.empty_cache();
+  EXPECT_EQ(blocks.stats().reserved, 30 * kMiB);  // one holder left
+  blocks.let_go_stream(kStreamB);
+  void* big = blocks.allocate(40 * kMiB, kStreamA);  // now the graph's segment goes back first
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(device.frees, 2);
+  blocks.free(big);
+  EXPECT_THROW(blocks.let_go_stream(kStreamB), Error);
+  blocks.check_invariants();
 }
 
 TEST(BlockAllocator, BlockUsedOnAnotherStreamWaitsForItsEvent) {

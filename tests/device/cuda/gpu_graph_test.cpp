@@ -1,8 +1,8 @@
 // CUDA graphs: a capture runs nothing and a replay runs the captured work on the current stream,
 // again at each replay; memory allocated during the capture is cached for the capture stream, not
-// the compute stream; a capture that waits for the GPU, or copies from the host, fails with the
-// reason and leaves the device usable; checks deferred during the capture speak after each
-// replay, not after the capture.
+// the compute stream, and stays the graph's through empty_cache(); a capture that waits for the
+// GPU, or copies from the host, fails with the reason and leaves the device usable; checks
+// deferred during the capture speak after each replay, not after the capture.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "tandem/device/cuda/caching_allocator.h"
 #include "tandem/device/cuda/deferred_checks.h"
 #include "tandem/device/cuda/graph.h"
+#include "tandem/device/cuda/memory.h"
 
 namespace tandem::cuda {
 namespace {
@@ -69,6 +70,34 @@ TEST(CudaGraph, MemoryAllocatedDuringTheCaptureIsCachedForTheCaptureStream) {
   EXPECT_EQ(caching_allocator(0).block_stream(eager),
             reinterpret_cast<StreamId>(compute_stream(0)));
   device_free(kGpu0, eager, 1 << 16);
+}
+
+TEST(CudaGraph, ATemporaryFreedDuringTheCaptureStaysTheGraphsThroughEmptyCache) {
+  TANDEM_REQUIRE_GPU();
+  constexpr std::size_t kBytes = 32 << 20;  // a large segment of its own
+  void* a = device_allocate(kGpu0, 4);
+  void* b = device_allocate(kGpu0, 4);
+  const std::uint32_t five = 5, zero = 0;
+  device_copy(a, kGpu0, &five, kCPU, 4);
+  device_copy(b, kGpu0, &zero, kCPU, 4);
+  // a -> temporary -> b; the temporary is freed inside the capture, as activations are.
+  auto graph = CapturedGraph::capture(0, [&] {
+    void* temp = device_allocate(kGpu0, kBytes);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(temp, a, 4, cudaMemcpyDeviceToDevice, current_stream(0)));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(b, temp, 4, cudaMemcpyDeviceToDevice, current_stream(0)));
+    device_free(kGpu0, temp, kBytes);
+  });
+  const std::size_t reserved = memory_stats(0).reserved;
+  empty_cache();  // must not give the graph's temporary back to the driver
+  EXPECT_EQ(memory_stats(0).reserved, reserved);
+  graph->replay();
+  EXPECT_EQ(read_word(b), 5u);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  graph.reset();  // the graph gone, its memory may go back
+  empty_cache();
+  EXPECT_LE(memory_stats(0).reserved + kBytes, reserved);
+  device_free(kGpu0, a, 4);
+  device_free(kGpu0, b, 4);
 }
 
 TEST(CudaGraph, ACaptureThatWaitsForTheGpuFailsAndLeavesTheDeviceUsable) {

@@ -42,6 +42,7 @@ BlockAllocator::~BlockAllocator() {
   // may free them later, and the memory goes with the process.
   try {
     std::lock_guard<std::mutex> lock(mutex_);
+    held_.clear();  // no graph outlives its device's allocator
     wait_pending();
     release_free_segments();
     forget_abandoned_segments();
@@ -127,6 +128,18 @@ void BlockAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   wait_pending();
   release_free_segments();
+}
+
+void BlockAllocator::hold_stream(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++held_[stream];
+}
+
+void BlockAllocator::let_go_stream(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = held_.find(stream);
+  TANDEM_CHECK(it != held_.end(), raw_.name(), ": letting go of a stream that is not held");
+  if (--it->second == 0) held_.erase(it);
 }
 
 AllocatorStats BlockAllocator::stats() const {
@@ -302,7 +315,8 @@ void BlockAllocator::release_free_segments() {
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
-      if (block->prev != nullptr || block->next != nullptr) {  // part of a segment still in use
+      // Part of a segment still in use, or a held stream's (a graph's) memory.
+      if (block->prev != nullptr || block->next != nullptr || held_.contains(block->stream)) {
         ++it;
         continue;
       }

@@ -82,8 +82,14 @@ class BlockAllocator {
   void free(void* ptr);
   // The block at ptr is also used by work on `stream`: freeing it waits for that work.
   void record_stream(void* ptr, StreamId stream);
-  // Gives every wholly free segment back to the device (waiting for pending events first).
+  // Gives every wholly free segment back to the device (waiting for pending events first), except
+  // those cached for a held stream.
   void empty_cache();
+  // While a stream is held (as often as it was held, less as often as it was let go), the segments
+  // cached for it stay reserved: neither empty_cache() nor an out-of-memory retry gives them back.
+  // A CUDA graph's memory: its replays write to those addresses whatever the pools say is free.
+  void hold_stream(StreamId stream);
+  void let_go_stream(StreamId stream);  // throws if the stream is not held
 
   AllocatorStats stats() const;
   void reset_peak();
@@ -142,6 +148,7 @@ class BlockAllocator {
   std::vector<Block*> abandoned_;  // freed, but no event could be recorded: never reused
   std::unordered_map<void*, Block*> live_;
   std::deque<std::pair<EventId, Block*>> pending_;
+  std::unordered_map<StreamId, int> held_;  // stream -> times held
   AllocatorStats stats_;
 };
 

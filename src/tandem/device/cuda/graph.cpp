@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tandem/base/check.h"
+#include "tandem/device/cuda/caching_allocator.h"
 #include "tandem/device/cuda/check.h"
 #include "tandem/device/cuda/deferred_checks.h"
 #include "tandem/device/cuda/discovery.h"
@@ -28,20 +29,27 @@ std::map<int, std::vector<Stream*>>& free_capture_streams() {
   return *free;
 }
 
+StreamId id_of(const Stream* stream) { return reinterpret_cast<StreamId>(stream->get()); }
+
+// While a graph holds its stream, the allocator keeps the memory cached for it (the graph's
+// temporaries, free in the pools between replays that write to them) from going back to the driver.
 Stream* take_capture_stream(int device) {
+  Stream* taken = nullptr;
   {
     const std::lock_guard lock(streams_mutex);
     auto& free = free_capture_streams()[device];
     if (!free.empty()) {
-      Stream* s = free.back();
+      taken = free.back();
       free.pop_back();
-      return s;
     }
   }
-  return new Stream(device);  // never destroyed
+  if (taken == nullptr) taken = new Stream(device);  // never destroyed
+  caching_allocator(device).hold_stream(id_of(taken));
+  return taken;
 }
 
 void give_back_capture_stream(Stream* stream) {
+  caching_allocator(stream->device()).let_go_stream(id_of(stream));
   const std::lock_guard lock(streams_mutex);
   free_capture_streams()[stream->device()].push_back(stream);
 }
@@ -67,7 +75,11 @@ struct CapturedGraph::Impl {
   ~Impl() {
     if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
-    if (stream != nullptr) give_back_capture_stream(stream);
+    if (stream == nullptr) return;
+    try {
+      give_back_capture_stream(stream);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; the stream stays
+    }                // out of the free list, its memory held
   }
 };
 

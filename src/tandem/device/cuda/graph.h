@@ -6,8 +6,10 @@
 // stream on the device. Every block the caching allocator hands out during the capture is cached
 // for that stream, so the graph's memory is its own: eager work on the compute stream never gets
 // those blocks, and a graph's temporaries (freed during its capture) are reused only within it.
-// Capture streams are never destroyed; a destroyed graph's stream (and so its cached memory) is
-// taken by the next capture on that device. Nothing in `work` may wait for the GPU or copy between
+// While the graph lives, that memory stays reserved (the allocator holds its stream: neither
+// empty_cache() nor an out-of-memory retry gives it back, as replays write to it). Capture streams
+// are never destroyed; a destroyed graph's stream (and so its cached memory) is taken by the next
+// capture on that device. Nothing in `work` may wait for the GPU or copy between
 // host and device (a read such as loss.item(), a host tensor moved to the GPU): CUDA refuses it,
 // and the capture fails with CUDA's error. Checks deferred during the capture (cross-entropy's
 // class indices) are kept and deferred again after each replay.
