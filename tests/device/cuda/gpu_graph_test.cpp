@@ -29,13 +29,17 @@ std::uint32_t read_word(const void* device_ptr) {
   return out;
 }
 
+// A 4-byte word on cuda:0 holding `value` (device_free(kGpu0, p, 4) when done).
+void* gpu_word(std::uint32_t value) {
+  void* p = device_allocate(kGpu0, 4);
+  device_copy(p, kGpu0, &value, kCPU, 4);
+  return p;
+}
+
 TEST(CudaGraph, ACaptureRunsNothingAndEachReplayRunsTheWork) {
   TANDEM_REQUIRE_GPU();
-  void* a = device_allocate(kGpu0, 4);
-  void* b = device_allocate(kGpu0, 4);
-  const std::uint32_t seven = 7, zero = 0;
-  device_copy(a, kGpu0, &seven, kCPU, 4);
-  device_copy(b, kGpu0, &zero, kCPU, 4);
+  void* a = gpu_word(7);
+  void* b = gpu_word(0);
   auto graph = CapturedGraph::capture(0, [&] {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(b, a, 4, cudaMemcpyDeviceToDevice, current_stream(0)));
   });
@@ -75,11 +79,8 @@ TEST(CudaGraph, MemoryAllocatedDuringTheCaptureIsCachedForTheCaptureStream) {
 TEST(CudaGraph, ATemporaryFreedDuringTheCaptureStaysTheGraphsThroughEmptyCache) {
   TANDEM_REQUIRE_GPU();
   constexpr std::size_t kBytes = 32 << 20;  // a large segment of its own
-  void* a = device_allocate(kGpu0, 4);
-  void* b = device_allocate(kGpu0, 4);
-  const std::uint32_t five = 5, zero = 0;
-  device_copy(a, kGpu0, &five, kCPU, 4);
-  device_copy(b, kGpu0, &zero, kCPU, 4);
+  void* a = gpu_word(5);
+  void* b = gpu_word(0);
   // a -> temporary -> b; the temporary is freed inside the capture, as activations are.
   auto graph = CapturedGraph::capture(0, [&] {
     void* temp = device_allocate(kGpu0, kBytes);
