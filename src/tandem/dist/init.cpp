@@ -2,6 +2,7 @@
 // after which no rank touches the store again (so rank 0 may stop serving it whenever it ends).
 #include "tandem/dist/init.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 
@@ -87,7 +88,11 @@ std::unique_ptr<ProcessGroup> init_process_group(const WorldInfo& world,
 
 std::unique_ptr<ProcessGroup> init_nccl_beside(const ProcessGroup& group, int cuda_device) {
 #if TANDEM_HAVE_NCCL
-  return make_nccl_process_group(group.companion("nccl-beside"), cuda_device);
+  // Each call's keys apart (the unique id of a second call must not be read from the first's):
+  // numbered in call order, the same on every rank since every rank makes the same calls.
+  static std::atomic<int> calls{0};
+  return make_nccl_process_group(group.companion("nccl-beside/" + std::to_string(calls++)),
+                                 cuda_device);
 #else
   (void)group;
   TANDEM_FAIL("process group: this build has no NCCL backend (CUDA and NCCL were not found when "

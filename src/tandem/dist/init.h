@@ -29,7 +29,8 @@ std::unique_ptr<ProcessGroup> init_process_group(const WorldInfo& world,
 
 // A second group of `group`'s ranks on the NCCL backend, for GPU tensors: this rank on GPU
 // `cuda_device` (one GPU per rank, none shared), its unique id sent through `group`'s store.
-// Collective: every rank calls it at the same point, while `group` lives. Its timeout is
+// Collective: every rank calls it at the same point (every rank makes the same calls, in the same
+// order: each call's keys are numbered), while `group` lives. Its timeout is
 // `group`'s; a failure (or a build without NCCL) is an error naming the cause.
 std::unique_ptr<ProcessGroup> init_nccl_beside(const ProcessGroup& group, int cuda_device);
 
