@@ -297,12 +297,14 @@ Choice backward_data_choice(cudnnHandle_t handle, const ConvSetup& s, const Algo
         handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
     if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
-    const auto fallback = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-    const std::optional<std::size_t> bytes = workspace_of(fallback);
-    TANDEM_CHECK(bytes.has_value(), op, ": cuDNN offers no backward-data algorithm for input ",
-                 show(Shape(key.x.begin(), key.x.end())), " and weight ",
-                 show(Shape(key.w.begin(), key.w.end())));
-    return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
+    // ALGO_1 is deterministic; ALGO_0 (atomic adds: sums in a varying order) only if it is not.
+    for (const auto fallback : {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}) {
+      const std::optional<std::size_t> bytes = workspace_of(fallback);
+      if (bytes) return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
+    }
+    TANDEM_FAIL(op, ": cuDNN offers no backward-data algorithm for input ",
+                show(Shape(key.x.begin(), key.x.end())), " and weight ",
+                show(Shape(key.w.begin(), key.w.end())));
   });
 }
 
@@ -324,12 +326,14 @@ Choice backward_filter_choice(cudnnHandle_t handle, const ConvSetup& s, const Al
         handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
     if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
-    const auto fallback = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
-    const std::optional<std::size_t> bytes = workspace_of(fallback);
-    TANDEM_CHECK(bytes.has_value(), op, ": cuDNN offers no backward-filter algorithm for input ",
-                 show(Shape(key.x.begin(), key.x.end())), " and weight ",
-                 show(Shape(key.w.begin(), key.w.end())));
-    return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
+    // ALGO_1 is deterministic; ALGO_0 (atomic adds: sums in a varying order) only if it is not.
+    for (const auto fallback : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0}) {
+      const std::optional<std::size_t> bytes = workspace_of(fallback);
+      if (bytes) return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
+    }
+    TANDEM_FAIL(op, ": cuDNN offers no backward-filter algorithm for input ",
+                show(Shape(key.x.begin(), key.x.end())), " and weight ",
+                show(Shape(key.w.begin(), key.w.end())));
   });
 }
 

@@ -50,8 +50,13 @@ void gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, std
           std::int64_t m, std::int64_t n, std::int64_t k, bool trans_a, bool trans_b) {
   const int device = c.device().index;
   cublasHandle_t handle = cublas_handle(device);  // bound to the current stream of `device`
-  // Full precision: no TF32 tensor-op math for float32 (the CPU computes in float32).
-  TANDEM_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
+  // Full precision: no TF32 tensor-op math for float32 (the CPU computes in float32); for bfloat16,
+  // no split-K partial sums reduced in bfloat16 (cuBLAS's default allows it): float32 throughout.
+  TANDEM_CUBLAS_CHECK(cublasSetMathMode(
+      handle, c.dtype() == DType::BFloat16
+                  ? static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                              CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
+                  : CUBLAS_DEFAULT_MATH));
   // alpha and beta below live on the host (the handle is shared: say so on every call).
   TANDEM_CUBLAS_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   // cuBLAS's first operand is B: op(B)^T is (N, K) column-major. B stored (K, N) row-major is
