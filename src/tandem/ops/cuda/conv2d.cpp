@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -237,6 +238,20 @@ std::optional<Choice> pick(const Perf* perf, int count, DType dtype, const ConvD
   return std::nullopt;
 }
 
+// The first of `fallbacks` that cuDNN accepts for this convolution, in the dtype's default math;
+// an error naming the shapes when it accepts none.
+template <typename Algo, typename WorkspaceOf>
+Choice first_usable(std::initializer_list<Algo> fallbacks, WorkspaceOf workspace_of,
+                    const AlgoKey& key, const char* op, const char* direction) {
+  for (const Algo fallback : fallbacks) {
+    const std::optional<std::size_t> bytes = workspace_of(fallback);
+    if (bytes) return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
+  }
+  TANDEM_FAIL(op, ": cuDNN offers no ", direction, " algorithm for input ",
+              show(Shape(key.x.begin(), key.x.end())), " and weight ",
+              show(Shape(key.w.begin(), key.w.end())));
+}
+
 // The cached choice for key, or the one `choose` makes (outside the lock; a racing thread's
 // equal choice is dropped).
 template <typename Choose>
@@ -298,13 +313,7 @@ Choice backward_data_choice(cudnnHandle_t handle, const ConvSetup& s, const Algo
         &count, perf.data()));
     if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
     // ALGO_1 is deterministic; ALGO_0 (atomic adds: sums in a varying order) only if it is not.
-    for (const auto fallback : {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}) {
-      const std::optional<std::size_t> bytes = workspace_of(fallback);
-      if (bytes) return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
-    }
-    TANDEM_FAIL(op, ": cuDNN offers no backward-data algorithm for input ",
-                show(Shape(key.x.begin(), key.x.end())), " and weight ",
-                show(Shape(key.w.begin(), key.w.end())));
+    return first_usable({CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}, workspace_of, key, op, "backward-data");
   });
 }
 
@@ -327,13 +336,7 @@ Choice backward_filter_choice(cudnnHandle_t handle, const ConvSetup& s, const Al
         &count, perf.data()));
     if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
     // ALGO_1 is deterministic; ALGO_0 (atomic adds: sums in a varying order) only if it is not.
-    for (const auto fallback : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0}) {
-      const std::optional<std::size_t> bytes = workspace_of(fallback);
-      if (bytes) return Choice{static_cast<int>(fallback), default_math(key.dtype), *bytes};
-    }
-    TANDEM_FAIL(op, ": cuDNN offers no backward-filter algorithm for input ",
-                show(Shape(key.x.begin(), key.x.end())), " and weight ",
-                show(Shape(key.w.begin(), key.w.end())));
+    return first_usable({CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0}, workspace_of, key, op, "backward-filter");
   });
 }
 
