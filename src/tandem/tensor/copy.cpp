@@ -1,4 +1,7 @@
-// Raw copies: strided → contiguous, between devices, and between dtypes. No autograd here.
+// Raw copies: strided → contiguous, between devices, and between dtypes; a device's strided copies
+// through the kernel it registers. No autograd here.
+#include <array>
+#include <atomic>
 #include <cstring>
 
 #include "tandem/base/dispatch.h"
@@ -8,16 +11,50 @@
 #include "tandem/tensor/tensor.h"
 
 namespace tandem {
+namespace {
+
+// Per DeviceType (CPU, CUDA): the registered strided copy; the CPU's is copy_into's own loop.
+constexpr std::size_t kDeviceTypes = static_cast<std::size_t>(DeviceType::CUDA) + 1;
+std::array<std::atomic<StridedCopy>, kDeviceTypes> strided_copies{};
+
+StridedCopy strided_copy_of(Device device) {
+  return device.is_cpu() ? nullptr : strided_copies[static_cast<std::size_t>(device.type)].load();
+}
+
+}  // namespace
+
+void register_strided_copy(DeviceType type, StridedCopy copy) {
+  strided_copies[static_cast<std::size_t>(type)].store(copy);
+}
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   TANDEM_CHECK(dst.shape() == src.shape(), "copy: destination ", show(dst.shape()),
                " and source ", show(src.shape()), " differ in shape");
   if (dst.numel() == 0) return;
   if (dst.device() != src.device() || !dst.device().is_cpu()) {
-    TANDEM_CHECK(dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous(),
-                 "copy: a copy between ", src.device(), " and ", dst.device(),
-                 " needs contiguous tensors of one dtype");
-    device_copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), src.nbytes());
+    TANDEM_CHECK(dst.dtype() == src.dtype(), "copy: a copy between ", src.device(), " and ",
+                 dst.device(), " needs tensors of one dtype (", src.dtype(), " to ", dst.dtype(),
+                 ")");
+    if (dst.is_contiguous() && src.is_contiguous()) {
+      device_copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), src.nbytes());
+      return;
+    }
+    if (dst.device() == src.device()) {
+      const StridedCopy strided = strided_copy_of(dst.device());
+      TANDEM_CHECK(strided != nullptr, "copy: a copy on ", dst.device(),
+                   " between strided tensors needs its kernels, which this build lacks");
+      strided(dst, src);
+      return;
+    }
+    // Across devices: the source gathered where it is, the destination scattered where it is.
+    const Tensor packed = src.is_contiguous() ? src : contiguous_copy(src);
+    if (dst.is_contiguous()) {
+      copy_into(dst, packed);
+      return;
+    }
+    const Tensor landed = empty(dst.shape(), {.dtype = dst.dtype(), .device = dst.device()});
+    copy_into(landed, packed);
+    copy_into(dst, landed);
     return;
   }
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
@@ -48,11 +85,11 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 
 Tensor contiguous_copy(const Tensor& x) {
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  if (x.device().is_cpu() || x.is_contiguous()) {
+  if (x.device().is_cpu() || x.is_contiguous() || strided_copy_of(x.device()) != nullptr) {
     copy_into(out, x);
     return out;
   }
-  // A strided tensor on another device: gather on the host, then copy back.
+  // A strided tensor on a device without a strided copy: gather on the host, then copy back.
   Tensor host = empty(x.shape(), {.dtype = x.dtype()});
   Tensor base = make_view(
       x, {static_cast<std::int64_t>(x.storage()->nbytes() / element_size(x.dtype()))}, {1}, 0);

@@ -178,7 +178,14 @@ Tensor copy_to(const Tensor& x, Device device);
 Tensor convert_dtype(const Tensor& x, DType dtype);
 // A handle sharing x's data and geometry but with no autograd meta.
 Tensor data_only(const Tensor& x);
-// Copies src's values into dst (same shape; any strides; CPU or same device contiguous).
+// Copies src's values into dst (same shape; any strides; across devices one dtype, and any
+// strides on a device whose strided copy is registered, contiguous otherwise).
 void copy_into(const Tensor& dst, const Tensor& src);
+
+// A device's copy between two of its tensors of one shape and dtype, any strides (the CUDA kernels
+// register theirs, ops/cuda/copy.cu): copy_into and contiguous_copy use it for that device's
+// strided tensors instead of refusing them or going through the host.
+using StridedCopy = void (*)(const Tensor& dst, const Tensor& src);
+void register_strided_copy(DeviceType type, StridedCopy copy);
 
 }  // namespace tandem

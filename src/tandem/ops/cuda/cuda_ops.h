@@ -33,8 +33,10 @@ void fill_(const Tensor& dst, double value);  // every dtype
 Tensor equal(const Tensor& a, const Tensor& b);  // every dtype -> uint8
 Tensor cast(const Tensor& x, DType dtype);      // between every pair of dtypes
 
-// copy.cu: a contiguous copy of a strided tensor (any dtype, up to 8 dims), on the GPU.
+// copy.cu: a contiguous copy of a strided tensor (any dtype, up to 8 dims), on the GPU; and a
+// copy between two tensors of one GPU, shape and dtype, any strides (dst must not overlap itself).
 Tensor contiguous(const Tensor& x);
+void copy_strided(const Tensor& dst, const Tensor& src);
 
 // reduce.cu
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim);

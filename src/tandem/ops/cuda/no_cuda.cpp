@@ -28,6 +28,7 @@ void fill_(const Tensor&, double) { unavailable("fill_"); }
 Tensor equal(const Tensor&, const Tensor&) { unavailable("equal"); }
 Tensor cast(const Tensor&, DType) { unavailable("cast"); }
 Tensor contiguous(const Tensor&) { unavailable("contiguous"); }
+void copy_strided(const Tensor&, const Tensor&) { unavailable("copy_strided"); }
 Tensor sum(const Tensor&, const std::vector<std::int64_t>&, bool) { unavailable("sum"); }
 Tensor argmax(const Tensor&, std::int64_t, bool) { unavailable("argmax"); }
 Tensor matmul(const Tensor&, const Tensor&, bool, bool) { unavailable("matmul"); }
