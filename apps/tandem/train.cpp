@@ -122,9 +122,15 @@ Command add_train_command(CLI::App& app) {
     for (const auto& [key, option] : flags->options) {
       if (option->count() > 0) request.flags.emplace_back(key, flags->values[key]);
     }
-    if (flags->deterministic_option->count() > 0) request.flags.emplace_back("deterministic", "true");
-    if (flags->tensorboard_option->count() > 0) request.flags.emplace_back("tensorboard", "true");
-    if (flags->cuda_graphs_option->count() > 0) request.flags.emplace_back("cuda_graphs", "true");
+    // On/off flags as given: --cuda-graphs=false turns off what a config file or a resumed run's
+    // configuration turned on.
+    const auto on_off = [](bool on) { return std::string(on ? "true" : "false"); };
+    if (flags->deterministic_option->count() > 0)
+      request.flags.emplace_back("deterministic", on_off(flags->deterministic));
+    if (flags->tensorboard_option->count() > 0)
+      request.flags.emplace_back("tensorboard", on_off(flags->tensorboard));
+    if (flags->cuda_graphs_option->count() > 0)
+      request.flags.emplace_back("cuda_graphs", on_off(flags->cuda_graphs));
     request.kill_at_step = flags->kill_at_step;
 
     // The console style depends on --log-format, which may come from the config file.

@@ -238,6 +238,10 @@ TEST_F(CliTest, ConfigFileGivesSettingsAndFlagsOverrideIt) {
   const std::vector<Json> lines = records(dir_ / "b/metrics.jsonl");
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_GT(lines[0]["lr"].get<double>(), lines[3]["lr"].get<double>());  // cosine decays
+  // An on/off flag given a value overrides the file either way.
+  r = tandem("train --config c.toml --workers 0 --deterministic=false --out c");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Json::parse(slurp(dir_ / "c/config.json"))["deterministic"], false);
 
   std::ofstream(dir_ / "bad.json") << R"({"epochs": "two"})";
   expect_bad_input("train --config bad.json", "--epochs: 'two' is not an integer");
