@@ -1,8 +1,8 @@
-// Tests of the trainer's step runners and device choice: --accumulate gives the gradients of the
-// whole batch on one device and on CPU replicas (also for a short last batch), --split and
-// --sync-batchnorm reach DataParallel, bad combinations are errors naming the flag, and
-// --devices auto measures both CPU layouts, in the run's precision, and leaves the default
-// generator as it was.
+// Tests of the trainer's step runners and device choice: one device reports its times and peak
+// memory, --accumulate gives the gradients of the whole batch on one device and on CPU replicas
+// (also for a short last batch), --split and --sync-batchnorm reach DataParallel, bad combinations
+// are errors naming the flag, and --devices auto measures both CPU layouts, in the run's
+// precision, and leaves the default generator as it was.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -81,6 +81,21 @@ TEST(Runner, AccumulationGivesTheWholeBatchsGradients) {
               "cpu:2, 2 rows, accumulate 4");
   expect_same(run("cpu", {.accumulate = 4}, small), run("cpu", {}, small),
               "cpu, 2 rows, accumulate 4");
+}
+
+TEST(Runner, OneDeviceReportsItsTimesAndPeakMemory) {
+  const std::shared_ptr<nn::Module> model = seed_model();
+  auto runner = make_step_runner(model, parse_devices("cpu"), nn::CrossEntropyLoss());
+  const StepResult r = runner->forward_backward(batch_of(16, 4));
+  ASSERT_EQ(r.devices.size(), 1u);
+  const DeviceFigures& d = r.devices[0];
+  EXPECT_EQ(d.device, "cpu");
+  EXPECT_EQ(d.samples, 16);
+  EXPECT_GT(d.forward_s, 0);
+  EXPECT_GT(d.backward_s, 0);
+  EXPECT_DOUBLE_EQ(d.seconds, d.forward_s + d.backward_s);
+  // At least the activations of the first convolution (16 x 16 x 8 x 8 float32) were held.
+  EXPECT_GE(d.peak_bytes, 16 * 16 * 8 * 8 * 4);
 }
 
 TEST(Runner, SplitAndSyncBatchNormReachDataParallel) {

@@ -8,6 +8,7 @@
 #include "tandem/autograd/autocast.h"
 #include "tandem/autograd/grad_mode.h"
 #include "tandem/device/cuda/graph.h"
+#include "tandem/device/cuda/memory.h"
 #include "tandem/nn/modules/batchnorm.h"
 #include "tandem/nn/modules/dropout.h"
 #include "tandem/tensor/factories.h"
@@ -129,6 +130,7 @@ CudaGraphRunner::Graph* CudaGraphRunner::capture(const data::Batch& batch) {
 
 StepResult CudaGraphRunner::replay(Graph& g, const data::Batch& batch) {
   const auto start = Clock::now();
+  cuda::reset_peak_memory(device_.index);
   // Queued on the compute stream before the replay; the host batch is staged, so it is free now.
   copy_into(g.data, batch.data.is_contiguous() ? batch.data : contiguous_copy(batch.data));
   copy_into(g.target, batch.target.is_contiguous() ? batch.target : contiguous_copy(batch.target));
@@ -144,7 +146,9 @@ StepResult CudaGraphRunner::replay(Graph& g, const data::Batch& batch) {
   r.correct = static_cast<std::int64_t>(g.correct.to(kCPU).item());
   const double seconds = seconds_since(start);
   r.devices.push_back({.device = device_.str(), .samples = r.samples, .seconds = seconds,
-                       .forward_s = seconds});
+                       .forward_s = seconds,
+                       .peak_bytes = static_cast<std::int64_t>(
+                           cuda::memory_stats(device_.index).peak_in_use)});
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "tandem/data/data_loader.h"
 #include "tandem/data/data_spec.h"
 #include "tandem/device/cuda/discovery.h"
+#include "tandem/device/cuda/memory.h"
 #include "tandem/device/cuda/nvml.h"
 #include "tandem/io/safetensors.h"
 #include "tandem/ops/ops.h"
@@ -377,7 +378,8 @@ SingleDeviceRunner::SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device
       device_(device),
       criterion_(std::move(criterion)),
       accumulate_(accumulate),
-      precision_(precision) {
+      precision_(precision),
+      account_(std::make_shared<MemoryAccount>()) {
   TANDEM_CHECK(accumulate_ >= 1, "--accumulate: ", accumulate_, " is not at least 1");
 }
 
@@ -406,10 +408,21 @@ StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
     loss.backward();
     backward_s += seconds_since(start);
   };
+  // On a GPU the forward and backward above only queue kernels: reading the loss waits for them,
+  // so that wait counts as backward time.
+  const auto read = [&](const Tensor& t) {
+    const auto start = Clock::now();
+    const double value = t.to(kCPU).item();
+    backward_s += seconds_since(start);
+    return value;
+  };
+  const MemoryAccountScope charged(account_);
+  account_->reset_peak();
+  if (device_.is_cuda()) cuda::reset_peak_memory(device_.index);
   if (accumulate_ == 1) {
     const Tensor loss = forward(batch);
     backward(loss);
-    r.loss = loss.to(kCPU).item();
+    r.loss = read(loss);
   } else {
     // Each micro-batch's mean loss weighted by its share of the rows: the gradients sum to those
     // of the global batch's mean loss.
@@ -418,13 +431,16 @@ StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
           static_cast<double>(micro.target.size(0)) / static_cast<double>(r.samples);
       const Tensor loss = forward(micro);
       backward(loss * weight);
-      r.loss += weight * loss.to(kCPU).item();
+      r.loss += weight * read(loss);
     }
   }
-  r.correct = static_cast<std::int64_t>(correct.to(kCPU).item());
+  r.correct = static_cast<std::int64_t>(read(correct));
   const std::string name = device_.is_cpu() ? std::string("cpu") : device_.str();
+  const std::size_t peak = device_.is_cuda() ? cuda::memory_stats(device_.index).peak_in_use
+                                             : account_->peak.load();
   r.devices.push_back({.device = name, .samples = r.samples, .seconds = forward_s + backward_s,
-                       .forward_s = forward_s, .backward_s = backward_s});
+                       .forward_s = forward_s, .backward_s = backward_s,
+                       .peak_bytes = static_cast<std::int64_t>(peak)});
   return r;
 }
 
@@ -570,6 +586,17 @@ std::unique_ptr<StepRunner> make_step_runner(std::shared_ptr<nn::Module> model,
 
 namespace {
 
+// The devices of the CPU run a checkpoint resumes ("cpu", "cpu:0,cpu:1"), or none: no checkpoint,
+// or one written on GPUs (auto on this machine has none: it picks as for a new run, and the resume
+// says what changed).
+std::optional<std::string> resumed_cpu_devices(const ResolvedConfig& resolved) {
+  if (!resolved.checkpoint) return std::nullopt;
+  const TrainState state = parse_state(resolved.checkpoint->contents.state_json,
+                                       "checkpoint '" + resolved.checkpoint->path + "'");
+  if (state.devices != "cpu" && !state.devices.starts_with("cpu:")) return std::nullopt;
+  return state.devices;
+}
+
 // A checkpoint's device description ("cpu", "cpu:0,cpu:1", "cuda:0,cuda:1") as a layout.
 DeviceLayout layout_from_description(const std::string& description) {
   if (!description.starts_with("cpu:")) return parse_devices(description);
@@ -635,6 +662,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   std::string auto_reason =
       job.distributed() ? one_gpu_per_process(job.local_rank, c.devices, layout, cuda_device_count())
                         : "";
+  // One GPU per process: each rank trains on its own cuda:I, so checkpoints (written by rank 0,
+  // resumed by every rank) name the arrangement rather than rank 0's GPU.
+  const bool gpu_per_process = !auto_reason.empty();
   const int cores = static_cast<int>(parallel::available_cpus().size());
   bool measure_auto = false;
   if (c.devices == "auto" && !layout.devices.front().is_cpu() && auto_reason.empty()) {
@@ -645,10 +675,8 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
     if (job.distributed()) {
       auto_reason = "auto: one CPU device per process (" + std::to_string(job.size()) +
                     " processes)";
-    } else if (resolved.checkpoint) {
-      const TrainState state = parse_state(resolved.checkpoint->contents.state_json,
-                                           "checkpoint '" + resolved.checkpoint->path + "'");
-      layout = layout_from_description(state.devices);
+    } else if (const std::optional<std::string> cpu_run = resumed_cpu_devices(resolved)) {
+      layout = layout_from_description(*cpu_run);
       auto_reason = "auto: as the resumed run";
     } else if (c.threads == 0 && cores > 1) {
       if (deterministic) {
@@ -764,6 +792,11 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   std::unique_ptr<optim::LRScheduler> schedule =
       make_schedule(c, *optimizer, steps_per_epoch, total_steps);
 
+  // What checkpoints say the run trained on (and a resume compares): the same on every rank.
+  const std::string devices_text =
+      gpu_per_process ? "one GPU per process (" + std::to_string(job.size()) + " processes)"
+                      : layout.describe();
+
   // resume
   std::int64_t step = 0;
   EpochTotals totals;
@@ -771,12 +804,12 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
     const io::FoundCheckpoint& found = *resolved.checkpoint;
     const std::string where = "checkpoint '" + found.path + "'";
     const TrainState state = parse_state(found.contents.state_json, where);
-    if (state.devices != layout.describe()) {
+    if (state.devices != devices_text) {
       TANDEM_CHECK(!deterministic, "--deterministic: ", where, " was written on devices ",
-                   state.devices, ", not ", layout.describe(),
+                   state.devices, ", not ", devices_text,
                    "; a bit-identical resume needs the same devices");
       console.warning(where + " was written on devices " + state.devices + "; continuing on " +
-                      layout.describe());
+                      devices_text);
     }
     try {
       model->load_state_dict(found.contents.model);
@@ -831,7 +864,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
     const optim::SavedState opt_state = optimizer->state_dict();
     s.optimizer = saved_state_json(opt_state);
     s.scheduler = schedule ? saved_state_json(schedule->state_dict()) : Json(nullptr);
-    s.devices = layout.describe();
+    s.devices = devices_text;
     s.config = config_json;
     s.epoch = totals;
     io::CheckpointContents contents;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tandem/data/dataset.h"
+#include "tandem/device/cpu_allocator.h"
 #include "tandem/io/checkpoint.h"
 #include "tandem/nn/modules/loss.h"
 #include "tandem/optim/optimizer.h"
@@ -85,6 +86,7 @@ class SingleDeviceRunner final : public StepRunner {
   nn::CrossEntropyLoss criterion_;
   std::int64_t accumulate_;
   Precision precision_;
+  std::shared_ptr<MemoryAccount> account_;  // what the steps allocate on the host (peaks)
 };
 
 // The runner for a layout (the model is moved to the first device): SingleDeviceRunner for one
