@@ -21,6 +21,16 @@ AnyTransform::AnyTransform(std::shared_ptr<const Transform> impl) : impl_(std::m
   TANDEM_CHECK(impl_ != nullptr, "AnyTransform: null transform");
 }
 
+namespace {
+
+// Transforms work on host memory: the loader applies them before a batch's copy to its device.
+void check_on_host(const char* transform, const Tensor& batch) {
+  TANDEM_CHECK(batch.device().is_cpu(), transform, ": transforms run on the host, before a "
+               "batch goes to its device; this one is on ", batch.device());
+}
+
+}  // namespace
+
 Tensor writable(const Tensor& batch, const TransformContext& ctx) {
   if (ctx.owns_input && batch.is_contiguous()) return batch;
   Tensor out = ctx.alloc.empty(batch.shape(), batch.dtype());
@@ -52,6 +62,7 @@ std::string Compose::name() const {
 // ---- ToFloat ----
 
 Tensor ToFloat::apply(const Tensor& batch, const TransformContext& ctx) const {
+  check_on_host("ToFloat", batch);
   TANDEM_CHECK(batch.dtype() == DType::UInt8, "ToFloat: expects uint8 data, got ", batch.dtype(),
                " of shape ", show(batch.shape()));
   Tensor src = batch.is_contiguous() ? batch : contiguous_copy(batch);
@@ -78,6 +89,7 @@ Normalize::Normalize(std::vector<float> mean, std::vector<float> std)
 }
 
 Tensor Normalize::apply(const Tensor& batch, const TransformContext& ctx) const {
+  check_on_host("Normalize", batch);
   TANDEM_CHECK(batch.dtype() == DType::Float32, "Normalize: expects float32 data (apply ToFloat ",
                "first), got ", batch.dtype());
   TANDEM_CHECK(batch.dim() >= 2, "Normalize: expects (B, C, ...) data, got shape ",
@@ -123,6 +135,7 @@ RandomCrop::RandomCrop(std::int64_t height, std::int64_t width, std::int64_t pad
 }
 
 Tensor RandomCrop::apply(const Tensor& batch, const TransformContext& ctx) const {
+  check_on_host("RandomCrop", batch);
   // batch: (B, C, H, W) -> out: (B, C, height_, width_)
   TANDEM_CHECK(batch.dim() == 4, "RandomCrop: expects (B, C, H, W) data, got shape ",
                show(batch.shape()));
@@ -181,6 +194,7 @@ void reverse_rows(void* data, std::int64_t rows, std::int64_t width) {
 }  // namespace
 
 Tensor RandomHorizontalFlip::apply(const Tensor& batch, const TransformContext& ctx) const {
+  check_on_host("RandomHorizontalFlip", batch);
   // batch: (B, ..., W)
   TANDEM_CHECK(batch.dim() >= 2, "RandomHorizontalFlip: expects (B, ..., W) data, got shape ",
                show(batch.shape()));
@@ -222,6 +236,7 @@ std::string RandomHorizontalFlip::name() const {
 
 Tensor apply_to_sample(const Transform& transform, const Tensor& sample, std::int64_t index,
                        std::uint64_t seed, std::int64_t epoch) {
+  check_on_host(transform.name().c_str(), sample);
   Tensor src = sample.is_contiguous() ? sample : contiguous_copy(sample);
   Shape shape{1};
   shape.insert(shape.end(), src.shape().begin(), src.shape().end());
