@@ -81,6 +81,8 @@ TEST(CudaGraph, ATemporaryFreedDuringTheCaptureStaysTheGraphsThroughEmptyCache) 
   constexpr std::size_t kBytes = 32 << 20;  // a large segment of its own
   void* a = gpu_word(5);
   void* b = gpu_word(0);
+  // Earlier tests' cached segments go first, so that the only free segment left is the graph's.
+  empty_cache();
   // a -> temporary -> b; the temporary is freed inside the capture, as activations are.
   auto graph = CapturedGraph::capture(0, [&] {
     void* temp = device_allocate(kGpu0, kBytes);

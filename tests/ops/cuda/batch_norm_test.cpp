@@ -212,7 +212,7 @@ TEST(CudaBatchNorm, OperandOnTheCpuIsAnError) {
                                                               on_gpu(cpu.running_mean),
                                                               on_gpu(cpu.running_var), 1e-5);
                            }),
-                           "not on a GPU");
+                           "operands on different devices (cuda:0 and cpu)");
 }
 
 }  // namespace

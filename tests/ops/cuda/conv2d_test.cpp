@@ -154,10 +154,11 @@ TEST(CudaConv2d, OperandOnTheCpuIsAnError) {
       "different devices");
   testing::expect_contains(
       testing::error_of([&] { (void)ops::cuda::conv2d_backward_input(g, on_gpu(w), c.x, c.p); }),
-      "not on a GPU");
+      "operands on different devices (cuda:0 and cpu)");
   // Through ops.h, which hands any call with a GPU operand to the CUDA kernels.
   testing::expect_contains(
-      testing::error_of([&] { (void)ops::conv2d(x, on_gpu(w), Tensor(), c.p); }), "not on a GPU");
+      testing::error_of([&] { (void)ops::conv2d(x, on_gpu(w), Tensor(), c.p); }),
+      "operands on different devices (cuda:0 and cpu)");
   Tensor gw;
   testing::expect_contains(
       testing::error_of(

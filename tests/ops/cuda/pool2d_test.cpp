@@ -197,7 +197,7 @@ TEST(CudaPool2d, OperandOnTheCpuIsAnError) {
       testing::error_of([&] { (void)ops::cuda::max_pool2d_backward(on_gpu(y), idx, c.x); }),
       "different devices");
   testing::expect_contains(testing::error_of([&] { (void)ops::cuda::avg_pool2d(x, c.p); }),
-                           "not on a GPU");
+                           "avg_pool2d: no operand is on a GPU");
 }
 
 }  // namespace
