@@ -1,7 +1,8 @@
-// The DataLoader alone on Fashion-MNIST (batch 64, shuffled, ToFloat + Normalize) with 0, 1 and 2
-// workers, beside the seed CNN's training rate on the same batches: the loader must deliver at
-// least 10 times faster than training consumes. A benchmark, not a test; it prints figures.
-// Usage: data_loader_bench [--epochs 3] [--train-steps 30] [--batch-size 64]
+// The DataLoader alone on Fashion-MNIST (batch 64, shuffled, ToFloat + Normalize) or any --data
+// spec (its default transforms) with 0, 1 and 2 workers, beside the seed CNN's training rate on
+// Fashion-MNIST's batches: the loader must deliver at least 10 times faster than training
+// consumes. A benchmark, not a test; it prints figures.
+// Usage: data_loader_bench [--epochs 3] [--train-steps 30] [--batch-size 64] [--data SPEC]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,10 +27,13 @@ double seconds_since(Clock::time_point t0) {
 
 int main(int argc, char** argv) {
   long epochs = 3, train_steps = 30, batch_size = 64;
+  std::string spec = "fashion-mnist";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long v = std::atol(argv[i + 1]);
-    if (flag == "--epochs")
+    if (flag == "--data")
+      spec = argv[i + 1];
+    else if (flag == "--epochs")
       epochs = v;
     else if (flag == "--train-steps")
       train_steps = v;
@@ -42,16 +46,16 @@ int main(int argc, char** argv) {
   }
   try {
     const auto t_load = Clock::now();
-    const tn::data::TensorDataset train = tn::data::fashion_mnist("", tn::data::Split::Train);
-    std::printf("fashion-mnist train: %lld images read and checked in %.2f s\n",
-                static_cast<long long>(train.size()), seconds_since(t_load));
-    const std::vector<tn::data::AnyTransform> transforms{
-        tn::data::ToFloat(),
-        tn::data::Normalize({tn::data::kFashionMnistMean}, {tn::data::kFashionMnistStd})};
+    const std::shared_ptr<const tn::data::Dataset> samples =
+        tn::data::parse_data_spec(spec, tn::data::Split::Train);
+    std::printf("%s train: %lld samples read and checked in %.2f s\n", spec.c_str(),
+                static_cast<long long>(samples->size()), seconds_since(t_load));
+    const std::vector<tn::data::AnyTransform> transforms =
+        tn::data::default_transforms(spec, /*normalize=*/true);
 
     double slowest_loader = 0;
     for (int workers : {0, 1, 2}) {
-      tn::data::DataLoader loader(train, {.batch_size = batch_size,
+      tn::data::DataLoader loader(samples, {.batch_size = batch_size,
                                           .shuffle = true,
                                           .num_workers = workers,
                                           .transforms = transforms});
@@ -68,14 +72,14 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
 
-    if (train_steps > 0) {
+    if (train_steps > 0 && spec == "fashion-mnist") {
       tn::manual_seed(0);
       // The seed document's Net for 1x28x28 input, as `tandem train --model seed-cnn` builds it.
       auto model = std::make_shared<tn::train::SeedCnn>(1, 28, 28, 10);
       tn::optim::SGD opt(model->parameters(), {.lr = 0.001, .momentum = 0.9});
       tn::nn::CrossEntropyLoss criterion;
       tn::data::DataLoader loader(
-          train,
+          samples,
           {.batch_size = batch_size, .shuffle = true, .num_workers = 2, .transforms = transforms});
       long step = 0, images = 0;
       Clock::time_point t0;

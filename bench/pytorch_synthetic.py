@@ -4,10 +4,12 @@
 images of a given shape, the way ../shared/anchors/pytorch_fmnist.py trains on Fashion-MNIST (no
 host synchronisation inside the timed loop, the loss summed on the device). For ResNet-8 on
 CIFAR-shaped data (3x32x32), which the anchor does not cover. Prints one JSON line:
-train images/s over the timed steps, after warm-up steps.
+train images/s over the timed steps, after warm-up steps. --profile N instead runs N steps under
+torch.profiler after the warm-up and prints its kernel table (bench/kernel_profile.cpp's
+counterpart, for comparing GPU kernels side by side).
 Usage: pytorch_synthetic.py [--model resnet8] [--input 3x32x32] [--classes 10] [--batch-size 512]
                             [--steps 100] [--warmup 10] [--device cpu|cuda] [--bf16]
-                            [--channels-last] [--threads N] [--seed 0]
+                            [--channels-last] [--threads N] [--seed 0] [--profile N]
 """
 import argparse, json, os, sys, time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the anchor: one BLAS thread beside torch's
@@ -37,6 +39,7 @@ def main():
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--profile", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     try:
@@ -72,6 +75,15 @@ def main():
     for i in range(a.warmup):
         step(i)
     sync()
+    if a.profile > 0:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i in range(a.profile):
+                step(i)
+            sync()
+        print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=40,
+                                        max_name_column_width=90))
+        return
     t0 = time.perf_counter()
     for i in range(a.steps):
         step(i)

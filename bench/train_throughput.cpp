@@ -5,10 +5,14 @@
 // trainer's step runner, as in `tandem train`: one device (cpu, cuda:0), or DataParallel replicas
 // with --devices cpu:N or a list. A benchmark, not a test. Each line also gives startup_s: from the process's start (as the kernel records it) to
 // the end of the first training step, less data_read_s, the time spent reading the dataset files.
+// The loader is `tandem train`'s: --workers threads (default 2) and, for one GPU, batches copied
+// there ahead of their step. --warmup-steps N leaves the first N steps of the first epoch out of
+// its images/s (as bench/pytorch_synthetic.py's --warmup), for steady-state rates.
 // Usage: train_throughput [--model seed-cnn|cnn|mlp|resnet8] [--batch-size 64] [--epochs 1]
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
 //                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
-//                         [--precision fp32|bf16] [--cuda-graphs on|off]
+//                         [--precision fp32|bf16] [--cuda-graphs on|off] [--workers 2]
+//                         [--warmup-steps 0]
 #include <omp.h>
 #include <unistd.h>
 
@@ -50,7 +54,8 @@ double seconds_since_process_start() {
 int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
   std::string precision_name = "fp32", cuda_graphs = "off";
-  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0;
+  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0, workers = 2,
+       warmup_steps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* v = argv[i + 1];
@@ -65,6 +70,8 @@ int main(int argc, char** argv) {
     else if (flag == "--data") data = v;
     else if (flag == "--precision") precision_name = v;
     else if (flag == "--cuda-graphs") cuda_graphs = v;
+    else if (flag == "--workers") workers = std::atol(v);
+    else if (flag == "--warmup-steps") warmup_steps = std::atol(v);
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
       return 2;
@@ -73,6 +80,10 @@ int main(int argc, char** argv) {
   if (precision_name != "fp32" && precision_name != "bf16") {
     std::fprintf(stderr, "train_throughput: --precision %s is not fp32 or bf16\n",
                  precision_name.c_str());
+    return 2;
+  }
+  if (workers < 0 || warmup_steps < 0) {
+    std::fprintf(stderr, "train_throughput: --workers and --warmup-steps must not be negative\n");
     return 2;
   }
   if (cuda_graphs != "on" && cuda_graphs != "off") {
@@ -118,10 +129,18 @@ int main(int argc, char** argv) {
   }
 
   double startup_s = -1;
+  // As the trainer: one GPU gets its batches from the loader's workers, copied ahead.
+  const tn::Device batches_on = layout.devices.size() == 1 && layout.devices.front().is_cuda()
+                                    ? layout.devices.front()
+                                    : tn::kCPU;
   tn::data::DataLoader loader(train, {.batch_size = batch_size, .shuffle = true,
-                                      .num_workers = 0, .seed = static_cast<std::uint64_t>(seed),
+                                      .num_workers = static_cast<int>(workers),
+                                      .device = batches_on,
+                                      .seed = static_cast<std::uint64_t>(seed),
                                       .transforms = tn::data::default_transforms(data, /*normalize=*/false)});
   tn::data::DataLoader test_loader(test, {.batch_size = 1000,
+                                          .num_workers = static_cast<int>(workers),
+                                          .device = batches_on,
                                           .transforms = tn::data::default_transforms(data, /*normalize=*/false)});
   const double lr = model_name == "seed-cnn" ? 0.001 : 0.01;
   tn::optim::SGD opt(model->parameters(), {.lr = lr, .momentum = 0.9});
@@ -129,9 +148,9 @@ int main(int argc, char** argv) {
   long step = 0;
   for (long epoch = 0; epoch < epochs; ++epoch) {
     model->train();
-    long seen = 0;
+    long seen = 0, timed = 0;
     double total = 0;
-    const auto t0 = std::chrono::steady_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
     for (const tn::data::Batch& batch : loader) {
       opt.zero_grad();
       const tn::train::StepResult r = runner->forward_backward(batch);
@@ -139,7 +158,13 @@ int main(int argc, char** argv) {
       seen += r.samples;
       total += r.loss * static_cast<double>(r.samples);
       if (step == 0) startup_s = seconds_since_process_start() - data_read_s;
-      if (++step == max_steps) break;
+      ++step;
+      if (epoch == 0 && step == warmup_steps) {
+        t0 = std::chrono::steady_clock::now();  // the loss read above waited for the GPU
+      } else if (epoch > 0 || step > warmup_steps) {
+        timed += r.samples;
+      }
+      if (step == max_steps) break;
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const tn::AutocastGuard autocast(precision);
@@ -148,12 +173,14 @@ int main(int argc, char** argv) {
     std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
                 "\"cuda_graphs\": %s, \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
-                "\"loss\": %.4f, \"test_accuracy\": %.4f, \"startup_s\": %.3f, \"data_read_s\": %.3f}\n",
+                "\"loss\": %.4f, \"test_accuracy\": %.4f, \"startup_s\": %.3f, \"data_read_s\": %.3f, "
+                "\"workers\": %ld, \"warmup_steps\": %ld}\n",
                 model_name.c_str(), devices.c_str(), precision_name.c_str(),
                 cuda_graphs == "on" ? "true" : "false", batch_size,
-                threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1, seen / dt, dt,
+                threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1,
+                static_cast<double>(timed) / dt, dt,
                 total / static_cast<double>(seen), eval.accuracy, startup_s,
-                data_read_s);
+                data_read_s, workers, epoch == 0 ? warmup_steps : 0L);
     std::fflush(stdout);
     if (step == max_steps) break;
   }
