@@ -2,7 +2,8 @@
 // LD_PRELOAD=libtandem_kernel_profile.so, it records every kernel, memcpy and memset the process
 // runs on a GPU and, at exit, prints one row per kernel name (calls, total and mean time, share
 // of the GPU time), largest first, and the span from the first record's start to the last one's
-// end. A benchmark tool (what bench/gpu_compare's numbers are made of), not part of tandem.
+// end; then the host's side: the time threads spent inside CUDA runtime and driver calls, per call
+// (synchronisations, allocations, module loads and launches show there). A benchmark tool (what bench/gpu_compare's numbers are made of), not part of tandem.
 // Environment: TANDEM_KERNEL_PROFILE_OUT=FILE writes the table there instead of stderr;
 // TANDEM_KERNEL_PROFILE_ROWS=N prints N rows (default 40).
 #include <cupti.h>
@@ -28,6 +29,7 @@ struct Row {
 struct Profile {
   std::mutex mutex;
   std::map<std::string, Row> rows;
+  std::map<std::string, Row> api_rows;  // host time in CUDA runtime / driver calls
   std::uint64_t first_start = UINT64_MAX;
   std::uint64_t last_end = 0;
   std::uint64_t dropped = 0;
@@ -71,6 +73,16 @@ void add(const std::string& name, std::uint64_t start, std::uint64_t end) {
   p.last_end = std::max(p.last_end, end);
 }
 
+void add_api(const CUpti_ActivityAPI& api, CUpti_CallbackDomain domain) {
+  const char* name = nullptr;
+  if (cuptiGetCallbackName(domain, api.cbid, &name) != CUPTI_SUCCESS || name == nullptr) {
+    name = "(unknown call)";
+  }
+  Row& row = profile().api_rows[name];
+  ++row.calls;
+  row.ns += api.end > api.start ? api.end - api.start : 0;
+}
+
 void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size,
                                std::size_t* max_records) {
   *buffer = static_cast<std::uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -102,6 +114,13 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
           add("[memset]", m->start, m->end);
           break;
         }
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+          add_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record),
+                  CUPTI_CB_DOMAIN_RUNTIME_API);
+          break;
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+          add_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record), CUPTI_CB_DOMAIN_DRIVER_API);
+          break;
         default:
           break;
       }
@@ -146,6 +165,18 @@ void print_profile() {
                  total ? 100.0 * static_cast<double>(row.ns) / static_cast<double>(total) : 0.0,
                  name.c_str());
   }
+  std::vector<std::pair<std::string, Row>> api(p.api_rows.begin(), p.api_rows.end());
+  std::sort(api.begin(), api.end(),
+            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::fprintf(out, "host time in CUDA calls (every thread; runtime calls include the driver's):\n");
+  std::fprintf(out, "%10s %12s %10s  %s\n", "calls", "total ms", "mean us", "call");
+  shown = 0;
+  for (const auto& [name, row] : api) {
+    if (shown++ == std::min(max_rows, 15L)) break;
+    std::fprintf(out, "%10llu %12.3f %10.2f  %s\n", static_cast<unsigned long long>(row.calls),
+                 static_cast<double>(row.ns) / 1e6,
+                 static_cast<double>(row.ns) / 1e3 / static_cast<double>(row.calls), name.c_str());
+  }
   if (out != stderr) std::fclose(out);
 }
 
@@ -155,7 +186,8 @@ __attribute__((constructor)) void start_profile() {
     return;
   }
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                  CUPTI_ACTIVITY_KIND_MEMSET}) {
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                  CUPTI_ACTIVITY_KIND_DRIVER}) {
     if (cuptiActivityEnable(kind) != CUPTI_SUCCESS) {
       std::fprintf(stderr, "kernel profile: CUPTI cannot record activity kind %d\n",
                    static_cast<int>(kind));

@@ -12,7 +12,8 @@
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
 //                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
 //                         [--precision fp32|bf16] [--cuda-graphs on|off] [--workers 2]
-//                         [--warmup-steps 0]
+//                         [--warmup-steps 0] [--eval on|off]
+// --eval off skips the test-set evaluation after each epoch (test_accuracy is then -1).
 #include <omp.h>
 #include <unistd.h>
 
@@ -53,7 +54,7 @@ double seconds_since_process_start() {
 
 int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
-  std::string precision_name = "fp32", cuda_graphs = "off";
+  std::string precision_name = "fp32", cuda_graphs = "off", eval_flag = "on";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0, workers = 2,
        warmup_steps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     else if (flag == "--precision") precision_name = v;
     else if (flag == "--cuda-graphs") cuda_graphs = v;
     else if (flag == "--workers") workers = std::atol(v);
+    else if (flag == "--eval") eval_flag = v;
     else if (flag == "--warmup-steps") warmup_steps = std::atol(v);
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
@@ -84,6 +86,10 @@ int main(int argc, char** argv) {
   }
   if (workers < 0 || warmup_steps < 0) {
     std::fprintf(stderr, "train_throughput: --workers and --warmup-steps must not be negative\n");
+    return 2;
+  }
+  if (eval_flag != "on" && eval_flag != "off") {
+    std::fprintf(stderr, "train_throughput: --eval %s is not on or off\n", eval_flag.c_str());
     return 2;
   }
   if (cuda_graphs != "on" && cuda_graphs != "off") {
@@ -167,9 +173,12 @@ int main(int argc, char** argv) {
       if (step == max_steps) break;
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const tn::AutocastGuard autocast(precision);
-    const tn::train::EvalResult eval =
-        tn::train::evaluate(*model, test_loader, input.classes, layout.devices.front());
+    double accuracy = -1;
+    if (eval_flag == "on") {
+      const tn::AutocastGuard autocast(precision);
+      accuracy =
+          tn::train::evaluate(*model, test_loader, input.classes, layout.devices.front()).accuracy;
+    }
     std::printf("{\"impl\": \"tandem\", \"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", "
                 "\"cuda_graphs\": %s, \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
@@ -179,7 +188,7 @@ int main(int argc, char** argv) {
                 cuda_graphs == "on" ? "true" : "false", batch_size,
                 threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1,
                 static_cast<double>(timed) / dt, dt,
-                total / static_cast<double>(seen), eval.accuracy, startup_s,
+                total / static_cast<double>(seen), accuracy, startup_s,
                 data_read_s, workers, epoch == 0 ? warmup_steps : 0L);
     std::fflush(stdout);
     if (step == max_steps) break;

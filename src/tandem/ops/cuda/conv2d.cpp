@@ -3,7 +3,10 @@
 // padding, dilation and groups. float32 in full float32 precision (FMA math, never TF32, so that
 // results match the CPU's), float64, and bfloat16 on tensor cores (float32 accumulation, no bias:
 // autocast adds it in float32). Each algorithm is chosen once per (direction, shapes,
-// parameters, dtype, GPU) from cuDNN's heuristics, deterministic ones first, and cached.
+// parameters, dtype, GPU), deterministic ones first, and cached: by timing every algorithm on the
+// GPU (cuDNN's Find, as PyTorch's cudnn.benchmark; the heuristics' first picks can be many times
+// slower), or from cuDNN's heuristics alone with TANDEM_CONV_ALGORITHMS=heuristic, and always
+// while a CUDA graph is being captured (timing runs cannot be captured).
 // x (N, C, H, W), w (K, C/G, R, S), b (K), y (N, K, P, Q); G groups.
 #include <cudnn.h>
 
@@ -11,6 +14,8 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -252,6 +257,29 @@ Choice first_usable(std::initializer_list<Algo> fallbacks, WorkspaceOf workspace
               show(Shape(key.w.begin(), key.w.end())));
 }
 
+// Whether algorithms are chosen by timing them (the default) rather than by cuDNN's heuristics:
+// TANDEM_CONV_ALGORITHMS=heuristic (or measure), read once.
+bool measure_algorithms() {
+  static const bool measure = [] {
+    const char* v = std::getenv("TANDEM_CONV_ALGORITHMS");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "measure") == 0) return true;
+    TANDEM_CHECK(std::strcmp(v, "heuristic") == 0, "TANDEM_CONV_ALGORITHMS=", v,
+                 ": expected measure or heuristic");
+    return false;
+  }();
+  return measure;
+}
+
+// Whether algorithms may be timed now: not while the handle's stream is capturing a CUDA graph.
+bool may_time(cudnnHandle_t handle) {
+  if (!measure_algorithms()) return false;
+  cudaStream_t stream = nullptr;
+  TANDEM_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TANDEM_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status == cudaStreamCaptureStatusNone;
+}
+
 // The cached choice for key, or the one `choose` makes (outside the lock; a racing thread's
 // equal choice is dropped).
 template <typename Choose>
@@ -280,6 +308,19 @@ Choice forward_choice(cudnnHandle_t handle, const ConvSetup& s, const AlgoKey& k
     };
     std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
     int count = 0;
+    // Timed (fastest first); where cuDNN cannot time them (no memory for its trial buffers),
+    // the heuristics decide.
+    if (may_time(handle)) {
+      const cudnnStatus_t found = cudnnFindConvolutionForwardAlgorithm(
+          handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), static_cast<int>(perf.size()),
+          &count, perf.data());
+      if (found == CUDNN_STATUS_SUCCESS) {
+        if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
+      } else {
+        (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
+      }
+    }
+    count = 0;
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
@@ -308,6 +349,17 @@ Choice backward_data_choice(cudnnHandle_t handle, const ConvSetup& s, const Algo
     };
     std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
     int count = 0;
+    if (may_time(handle)) {
+      const cudnnStatus_t found = cudnnFindConvolutionBackwardDataAlgorithm(
+          handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), static_cast<int>(perf.size()),
+          &count, perf.data());
+      if (found == CUDNN_STATUS_SUCCESS) {
+        if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
+      } else {
+        (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
+      }
+    }
+    count = 0;
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
@@ -331,6 +383,17 @@ Choice backward_filter_choice(cudnnHandle_t handle, const ConvSetup& s, const Al
     };
     std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
     int count = 0;
+    if (may_time(handle)) {
+      const cudnnStatus_t found = cudnnFindConvolutionBackwardFilterAlgorithm(
+          handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), static_cast<int>(perf.size()),
+          &count, perf.data());
+      if (found == CUDNN_STATUS_SUCCESS) {
+        if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
+      } else {
+        (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
+      }
+    }
+    count = 0;
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
