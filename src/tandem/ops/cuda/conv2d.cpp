@@ -280,6 +280,22 @@ bool may_time(cudnnHandle_t handle) {
   return status == cudaStreamCaptureStatusNone;
 }
 
+// The fastest usable algorithm (as pick) by cuDNN's timing, `find` calling its Find function with
+// room for `room` results; nothing when not timing (may_time), or where cuDNN cannot time them (no
+// memory for its trial buffers: the heuristics decide then).
+template <typename Perf, typename Find, typename WorkspaceOf>
+std::optional<Choice> timed_choice(cudnnHandle_t handle, DType dtype, const ConvDesc& conv,
+                                   WorkspaceOf workspace_of, Find find) {
+  if (!may_time(handle)) return std::nullopt;
+  std::array<Perf, 16> perf{};  // more than any direction's algorithm count
+  int count = 0;
+  if (find(static_cast<int>(perf.size()), &count, perf.data()) != CUDNN_STATUS_SUCCESS) {
+    (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
+    return std::nullopt;
+  }
+  return pick(perf.data(), count, dtype, conv, workspace_of);
+}
+
 // The cached choice for key, or the one `choose` makes (outside the lock; a racing thread's
 // equal choice is dropped).
 template <typename Choose>
@@ -308,19 +324,14 @@ Choice forward_choice(cudnnHandle_t handle, const ConvSetup& s, const AlgoKey& k
     };
     std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
     int count = 0;
-    // Timed (fastest first); where cuDNN cannot time them (no memory for its trial buffers),
-    // the heuristics decide.
-    if (may_time(handle)) {
-      const cudnnStatus_t found = cudnnFindConvolutionForwardAlgorithm(
-          handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), static_cast<int>(perf.size()),
-          &count, perf.data());
-      if (found == CUDNN_STATUS_SUCCESS) {
-        if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
-      } else {
-        (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
-      }
+    if (auto c = timed_choice<cudnnConvolutionFwdAlgoPerf_t>(
+            handle, key.dtype, s.conv, workspace_of,
+            [&](int room, int* found, cudnnConvolutionFwdAlgoPerf_t* results) {
+              return cudnnFindConvolutionForwardAlgorithm(
+                  handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), room, found, results);
+            })) {
+      return *c;
     }
-    count = 0;
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
@@ -349,17 +360,14 @@ Choice backward_data_choice(cudnnHandle_t handle, const ConvSetup& s, const Algo
     };
     std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
     int count = 0;
-    if (may_time(handle)) {
-      const cudnnStatus_t found = cudnnFindConvolutionBackwardDataAlgorithm(
-          handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), static_cast<int>(perf.size()),
-          &count, perf.data());
-      if (found == CUDNN_STATUS_SUCCESS) {
-        if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
-      } else {
-        (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
-      }
+    if (auto c = timed_choice<cudnnConvolutionBwdDataAlgoPerf_t>(
+            handle, key.dtype, s.conv, workspace_of,
+            [&](int room, int* found, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+              return cudnnFindConvolutionBackwardDataAlgorithm(
+                  handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), room, found, results);
+            })) {
+      return *c;
     }
-    count = 0;
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
@@ -383,17 +391,14 @@ Choice backward_filter_choice(cudnnHandle_t handle, const ConvSetup& s, const Al
     };
     std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
     int count = 0;
-    if (may_time(handle)) {
-      const cudnnStatus_t found = cudnnFindConvolutionBackwardFilterAlgorithm(
-          handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), static_cast<int>(perf.size()),
-          &count, perf.data());
-      if (found == CUDNN_STATUS_SUCCESS) {
-        if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
-      } else {
-        (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
-      }
+    if (auto c = timed_choice<cudnnConvolutionBwdFilterAlgoPerf_t>(
+            handle, key.dtype, s.conv, workspace_of,
+            [&](int room, int* found, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+              return cudnnFindConvolutionBackwardFilterAlgorithm(
+                  handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), room, found, results);
+            })) {
+      return *c;
     }
-    count = 0;
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
