@@ -3,7 +3,8 @@
 // runs on a GPU and, at exit, prints one row per kernel name (calls, total and mean time, share
 // of the GPU time), largest first, and the span from the first record's start to the last one's
 // end; then the host's side: the time threads spent inside CUDA runtime and driver calls, per call
-// (synchronisations, allocations, module loads and launches show there). A benchmark tool (what bench/gpu_compare's numbers are made of), not part of tandem.
+// (synchronisations, allocations, module loads and launches show there). A benchmark tool (what
+// bench/gpu_compare's numbers are made of), not part of tandem.
 // Environment: TANDEM_KERNEL_PROFILE_OUT=FILE writes the table there instead of stderr;
 // TANDEM_KERNEL_PROFILE_ROWS=N prints N rows (default 40).
 #include <cupti.h>
@@ -168,7 +169,8 @@ void print_profile() {
   std::vector<std::pair<std::string, Row>> api(p.api_rows.begin(), p.api_rows.end());
   std::sort(api.begin(), api.end(),
             [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-  std::fprintf(out, "host time in CUDA calls (every thread; runtime calls include the driver's):\n");
+  std::fprintf(out,
+               "host time in CUDA calls (every thread; runtime calls include the driver's):\n");
   std::fprintf(out, "%10s %12s %10s  %s\n", "calls", "total ms", "mean us", "call");
   shown = 0;
   for (const auto& [name, row] : api) {
