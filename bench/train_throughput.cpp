@@ -12,8 +12,9 @@
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
 //                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
 //                         [--precision fp32|bf16] [--cuda-graphs on|off] [--workers 2]
-//                         [--warmup-steps 0] [--eval on|off]
-// --eval off skips the test-set evaluation after each epoch (test_accuracy is then -1).
+//                         [--warmup-steps 0] [--eval on|off] [--deterministic on|off]
+// --eval off skips the test-set evaluation after each epoch (test_accuracy is then -1);
+// --deterministic on keeps the kernels to deterministic algorithms, as `tandem train` does with it.
 #include <omp.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include <sstream>
 #include <string>
 
+#include "tandem/ops/determinism.h"
 #include "tandem/tandem.h"
 #include "tandem/train/devices.h"
 #include "tandem/train/evaluate.h"
@@ -54,7 +56,8 @@ double seconds_since_process_start() {
 
 int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
-  std::string precision_name = "fp32", cuda_graphs = "off", eval_flag = "on";
+  std::string precision_name = "fp32", cuda_graphs = "off", eval_flag = "on",
+              deterministic = "off";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0, workers = 2,
        warmup_steps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
     else if (flag == "--cuda-graphs") cuda_graphs = v;
     else if (flag == "--workers") workers = std::atol(v);
     else if (flag == "--eval") eval_flag = v;
+    else if (flag == "--deterministic") deterministic = v;
     else if (flag == "--warmup-steps") warmup_steps = std::atol(v);
     else {
       std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
@@ -88,6 +92,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_throughput: --workers and --warmup-steps must not be negative\n");
     return 2;
   }
+  if (deterministic != "on" && deterministic != "off") {
+    std::fprintf(stderr, "train_throughput: --deterministic %s is not on or off\n",
+                 deterministic.c_str());
+    return 2;
+  }
+  const tn::ops::DeterministicAlgorithms algorithms(deterministic == "on");
   if (eval_flag != "on" && eval_flag != "off") {
     std::fprintf(stderr, "train_throughput: --eval %s is not on or off\n", eval_flag.c_str());
     return 2;

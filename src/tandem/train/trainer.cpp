@@ -23,6 +23,7 @@
 #include "tandem/device/cuda/memory.h"
 #include "tandem/device/cuda/nvml.h"
 #include "tandem/io/safetensors.h"
+#include "tandem/ops/determinism.h"
 #include "tandem/ops/ops.h"
 #include "tandem/optim/optim.h"
 #include "tandem/parallel/data_parallel.h"
@@ -649,6 +650,9 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   resolved.config.out = agree_on(job, resolved.config.out);
   const TrainConfig& c = resolved.config;
   const bool deterministic = c.determinism == Determinism::Deterministic;
+  // The kernels' fastest algorithms unless the run must be bit-identical (cuDNN's atomic-add
+  // convolution gradients sum in a varying order), for this run only.
+  const ops::DeterministicAlgorithms algorithms(deterministic);
   TANDEM_CHECK(!(job.distributed() && c.cuda_graphs), "--cuda-graphs: not under a multi-process "
                "launcher (", job.size(), " processes): the gradients cross the processes from hooks "
                "during the backward, which a graph cannot replay");

@@ -1,7 +1,8 @@
 // CUDA conv2d (cuDNN) against the CPU kernel: forward, backward input and backward weights (with
 // and without the bias gradient) over stride 2, padding, dilation 2, groups 2, no bias, batch 3
-// and non-square kernels; float64 once; a second call (cached algorithm) equal to the first; and
-// an operand left on the CPU is an error. x (N, C, H, W), w (K, C/G, R, S), y (N, K, P, Q).
+// and non-square kernels; float64 once; a second call (cached algorithm) equal to the first; the
+// fastest algorithms (ops::deterministic_algorithms() off: atomic-add gradients allowed) as close
+// to the CPU, ResNet-like shapes included; and an operand left on the CPU is an error. x (N, C, H, W), w (K, C/G, R, S), y (N, K, P, Q).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "errors.h"
 #include "parity.h"
 #include "tandem/ops/cuda/cuda_ops.h"
+#include "tandem/ops/determinism.h"
 #include "tandem/ops/ops.h"
 
 namespace tandem {
@@ -129,6 +131,32 @@ TEST(CudaConv2d, Float64MatchesCpu) {
   ops::cuda::conv2d_backward_weights(on_gpu(g), on_gpu(x), c.w, c.p, &gw_gpu, &gb_gpu);
   EXPECT_TRUE(near_cpu(gw_gpu, gw_cpu, 1e-10, 1e-10));
   EXPECT_TRUE(near_cpu(gb_gpu, gb_cpu, 1e-10, 1e-10));
+}
+
+TEST(CudaConv2d, FastestAlgorithmsMatchCpu) {
+  TANDEM_REQUIRE_GPU();
+  const ops::DeterministicAlgorithms fastest(false);
+  std::vector<ConvCase> all = cases();
+  // ResNet-8's 1x1 stride-2 shortcut and a 3x3 layer, whose filter gradients sum over a batch.
+  all.push_back({"1x1 stride 2 shortcut", {32, 16, 16, 16}, {32, 16, 1, 1}, {.stride = {2, 2}},
+                 false});
+  all.push_back({"3x3 pad 1, batch 32", {32, 16, 16, 16}, {16, 16, 3, 3}, {.padding = {1, 1}},
+                 false});
+  std::uint64_t seed = 900;
+  for (const ConvCase& c : all) {
+    SCOPED_TRACE(c.name);
+    const Shape y_shape = ops::conv2d_output_shape(c.x, c.w, c.p);
+    const Tensor x = random_cpu(c.x, seed++), w = random_cpu(c.w, seed++);
+    const Tensor g = random_cpu(y_shape, seed++);
+    EXPECT_TRUE(near_cpu(ops::cuda::conv2d(on_gpu(x), on_gpu(w), Tensor(), c.p),
+                         ops::conv2d(x, w, Tensor(), c.p), kAtol, kRtol));
+    EXPECT_TRUE(near_cpu(ops::cuda::conv2d_backward_input(on_gpu(g), on_gpu(w), c.x, c.p),
+                         ops::conv2d_backward_input(g, w, c.x, c.p), kAtol, kRtol));
+    Tensor gw_cpu, gw_gpu;
+    ops::conv2d_backward_weights(g, x, c.w, c.p, &gw_cpu, nullptr);
+    ops::cuda::conv2d_backward_weights(on_gpu(g), on_gpu(x), c.w, c.p, &gw_gpu, nullptr);
+    EXPECT_TRUE(near_cpu(gw_gpu, gw_cpu, kAtol, kRtol));
+  }
 }
 
 TEST(CudaConv2d, SecondCallWithCachedAlgorithmMatchesCpu) {

@@ -3,7 +3,9 @@
 // padding, dilation and groups. float32 in full float32 precision (FMA math, never TF32, so that
 // results match the CPU's), float64, and bfloat16 on tensor cores (float32 accumulation, no bias:
 // autocast adds it in float32). Each algorithm is chosen once per (direction, shapes,
-// parameters, dtype, GPU), deterministic ones first, and cached: by timing every algorithm on the
+// parameters, dtype, GPU, determinism) and cached: under ops::deterministic_algorithms() (the
+// default) the fastest of those that sum in a fixed order, else the fastest of all (cuDNN's
+// atomic-add gradients included); by timing every algorithm on the
 // GPU (cuDNN's Find, as PyTorch's cudnn.benchmark; the heuristics' first picks can be many times
 // slower), or from cuDNN's heuristics alone with TANDEM_CONV_ALGORITHMS=heuristic, and always
 // while a CUDA graph is being captured (timing runs cannot be captured).
@@ -27,6 +29,7 @@
 #include "tandem/ops/cuda/cuda_ops.h"
 #include "tandem/ops/cuda/handles.h"
 #include "tandem/ops/cuda/launch.cuh"
+#include "tandem/ops/determinism.h"
 #include "tandem/ops/geometry.h"
 
 namespace tandem::ops::cuda {
@@ -184,8 +187,10 @@ struct AlgoKey {
   std::array<std::int64_t, 4> x, w;
   std::array<std::int64_t, 2> stride, padding, dilation;
   std::int64_t groups;
+  bool deterministic;  // chosen under ops::deterministic_algorithms()
   auto fields() const {
-    return std::tie(direction, device, dtype, x, w, stride, padding, dilation, groups);
+    return std::tie(direction, device, dtype, x, w, stride, padding, dilation, groups,
+                    deterministic);
   }
   bool operator<(const AlgoKey& other) const { return fields() < other.fields(); }
 };
@@ -200,7 +205,8 @@ AlgoKey key_of(Direction direction, int device, DType dtype, const Shape& x, con
                  .stride = p.stride,
                  .padding = p.padding,
                  .dilation = p.dilation,
-                 .groups = p.groups};
+                 .groups = p.groups,
+                 .deterministic = deterministic_algorithms()};
 }
 
 struct Choice {
@@ -221,13 +227,14 @@ bool math_ok(DType dtype, cudnnMathType_t math) {
   return math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-// The first usable heuristic result, deterministic ones first: supported, precise enough, and
-// with a workspace (queried with the result's math type set on conv) within kMaxWorkspace.
-// workspace_of(algo) returns the bytes, or nothing when cuDNN refuses the combination.
+// The first usable result (cuDNN lists them best first): supported, precise enough, and with a
+// workspace (queried with the result's math type set on conv) within kMaxWorkspace; under
+// `deterministic`, deterministic ones first. workspace_of(algo) returns the bytes, or nothing
+// when cuDNN refuses the combination.
 template <typename Perf, typename WorkspaceOf>
-std::optional<Choice> pick(const Perf* perf, int count, DType dtype, const ConvDesc& conv,
-                           WorkspaceOf workspace_of) {
-  for (const bool deterministic_only : {true, false}) {
+std::optional<Choice> pick(const Perf* perf, int count, DType dtype, bool deterministic,
+                           const ConvDesc& conv, WorkspaceOf workspace_of) {
+  for (const bool deterministic_only : {deterministic, false}) {
     for (int i = 0; i < count; ++i) {
       const Perf& r = perf[i];
       if (r.status != CUDNN_STATUS_SUCCESS) continue;
@@ -284,7 +291,7 @@ bool may_time(cudnnHandle_t handle) {
 // room for `room` results; nothing when not timing (may_time), or where cuDNN cannot time them (no
 // memory for its trial buffers: the heuristics decide then).
 template <typename Perf, typename Find, typename WorkspaceOf>
-std::optional<Choice> timed_choice(cudnnHandle_t handle, DType dtype, const ConvDesc& conv,
+std::optional<Choice> timed_choice(cudnnHandle_t handle, const AlgoKey& key, const ConvDesc& conv,
                                    WorkspaceOf workspace_of, Find find) {
   if (!may_time(handle)) return std::nullopt;
   std::array<Perf, 16> perf{};  // more than any direction's algorithm count
@@ -293,7 +300,7 @@ std::optional<Choice> timed_choice(cudnnHandle_t handle, DType dtype, const Conv
     (void)cudaGetLastError();  // its trial allocations may have failed: not sticky
     return std::nullopt;
   }
-  return pick(perf.data(), count, dtype, conv, workspace_of);
+  return pick(perf.data(), count, key.dtype, key.deterministic, conv, workspace_of);
 }
 
 // The cached choice for key, or the one `choose` makes (outside the lock; a racing thread's
@@ -325,7 +332,7 @@ Choice forward_choice(cudnnHandle_t handle, const ConvSetup& s, const AlgoKey& k
     std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
     int count = 0;
     if (auto c = timed_choice<cudnnConvolutionFwdAlgoPerf_t>(
-            handle, key.dtype, s.conv, workspace_of,
+            handle, key, s.conv, workspace_of,
             [&](int room, int* found, cudnnConvolutionFwdAlgoPerf_t* results) {
               return cudnnFindConvolutionForwardAlgorithm(
                   handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), room, found, results);
@@ -335,7 +342,8 @@ Choice forward_choice(cudnnHandle_t handle, const ConvSetup& s, const AlgoKey& k
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         handle, s.x.get(), s.w.get(), s.conv.get(), s.y.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
-    if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
+    if (auto c = pick(perf.data(), count, key.dtype, key.deterministic, s.conv, workspace_of))
+      return *c;
     // Implicit GEMM needs no workspace and handles every configuration.
     const auto fallback = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     const std::optional<std::size_t> bytes = workspace_of(fallback);
@@ -361,7 +369,7 @@ Choice backward_data_choice(cudnnHandle_t handle, const ConvSetup& s, const Algo
     std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
     int count = 0;
     if (auto c = timed_choice<cudnnConvolutionBwdDataAlgoPerf_t>(
-            handle, key.dtype, s.conv, workspace_of,
+            handle, key, s.conv, workspace_of,
             [&](int room, int* found, cudnnConvolutionBwdDataAlgoPerf_t* results) {
               return cudnnFindConvolutionBackwardDataAlgorithm(
                   handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), room, found, results);
@@ -371,9 +379,11 @@ Choice backward_data_choice(cudnnHandle_t handle, const ConvSetup& s, const Algo
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle, s.w.get(), s.y.get(), s.conv.get(), s.x.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
-    if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
+    if (auto c = pick(perf.data(), count, key.dtype, key.deterministic, s.conv, workspace_of))
+      return *c;
     // ALGO_1 is deterministic; ALGO_0 (atomic adds: sums in a varying order) only if it is not.
-    return first_usable({CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}, workspace_of, key, op, "backward-data");
+    return first_usable({CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0},
+                        workspace_of, key, op, "backward-data");
   });
 }
 
@@ -392,7 +402,7 @@ Choice backward_filter_choice(cudnnHandle_t handle, const ConvSetup& s, const Al
     std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
     int count = 0;
     if (auto c = timed_choice<cudnnConvolutionBwdFilterAlgoPerf_t>(
-            handle, key.dtype, s.conv, workspace_of,
+            handle, key, s.conv, workspace_of,
             [&](int room, int* found, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
               return cudnnFindConvolutionBackwardFilterAlgorithm(
                   handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), room, found, results);
@@ -402,9 +412,11 @@ Choice backward_filter_choice(cudnnHandle_t handle, const ConvSetup& s, const Al
     TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle, s.x.get(), s.y.get(), s.conv.get(), s.w.get(), static_cast<int>(perf.size()),
         &count, perf.data()));
-    if (auto c = pick(perf.data(), count, key.dtype, s.conv, workspace_of)) return *c;
+    if (auto c = pick(perf.data(), count, key.dtype, key.deterministic, s.conv, workspace_of))
+      return *c;
     // ALGO_1 is deterministic; ALGO_0 (atomic adds: sums in a varying order) only if it is not.
-    return first_usable({CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0}, workspace_of, key, op, "backward-filter");
+    return first_usable({CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0},
+                        workspace_of, key, op, "backward-filter");
   });
 }
 
