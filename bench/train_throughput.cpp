@@ -30,6 +30,7 @@
 #include "tandem/tandem.h"
 #include "tandem/train/devices.h"
 #include "tandem/train/evaluate.h"
+#include "tandem/train/graph_runner.h"
 #include "tandem/train/models.h"
 #include "tandem/train/trainer.h"
 
@@ -52,6 +53,21 @@ double seconds_since_process_start() {
   unsigned long long start_ticks = 0;
   if (!(rest >> start_ticks)) return -1;
   return up - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// With --cuda-graphs on: the graphs captured, their replays, and why graphs went off (if they did),
+// as JSON fields (", \"graphs\": ..."); empty for other runners.
+std::string graph_fields(const tn::train::StepRunner& runner) {
+  const auto* graphed = dynamic_cast<const tn::train::CudaGraphRunner*>(&runner);
+  if (graphed == nullptr) return "";
+  std::string reason;
+  for (char ch : graphed->off_reason()) {
+    if (ch == '"' || ch == '\\') reason += '\\';
+    reason += (ch == '\n' ? ' ' : ch);
+  }
+  return ", \"graphs\": " + std::to_string(graphed->graphs()) +
+         ", \"replays\": " + std::to_string(graphed->replays()) + ", \"graphs_off\": \"" +
+         reason + "\"";
 }
 
 int main(int argc, char** argv) {
@@ -193,13 +209,13 @@ int main(int argc, char** argv) {
                 "\"cuda_graphs\": %s, \"batch_size\": %ld, "
                 "\"threads\": %d, \"epoch\": %ld, \"train_images_per_s\": %.1f, \"epoch_s\": %.2f, "
                 "\"loss\": %.4f, \"test_accuracy\": %.4f, \"startup_s\": %.3f, \"data_read_s\": %.3f, "
-                "\"workers\": %ld, \"warmup_steps\": %ld}\n",
+                "\"workers\": %ld, \"warmup_steps\": %ld%s}\n",
                 model_name.c_str(), devices.c_str(), precision_name.c_str(),
                 cuda_graphs == "on" ? "true" : "false", batch_size,
                 threads > 0 ? static_cast<int>(threads) : omp_get_max_threads(), epoch + 1,
                 static_cast<double>(timed) / dt, dt,
                 total / static_cast<double>(seen), accuracy, startup_s,
-                data_read_s, workers, epoch == 0 ? warmup_steps : 0L);
+                data_read_s, workers, epoch == 0 ? warmup_steps : 0L, graph_fields(*runner).c_str());
     std::fflush(stdout);
     if (step == max_steps) break;
   }
