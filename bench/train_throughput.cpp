@@ -5,13 +5,13 @@
 // trainer's step runner, as in `tandem train`: one device (cpu, cuda:0), or DataParallel replicas
 // with --devices cpu:N or a list. A benchmark, not a test. Each line also gives startup_s: from the process's start (as the kernel records it) to
 // the end of the first training step, less data_read_s, the time spent reading the dataset files.
-// The loader is `tandem train`'s: --workers threads (default 2) and, for one GPU, batches copied
-// there ahead of their step. --warmup-steps N leaves the first N steps of the first epoch out of
+// The loader is `tandem train`'s: --workers threads (default auto, as tandem train's: 2, or half the
+// cores, 2 to 8, when a GPU trains) and, for one GPU, batches copied there ahead of their step. --warmup-steps N leaves the first N steps of the first epoch out of
 // its images/s (as bench/pytorch_synthetic.py's --warmup), for steady-state rates.
 // Usage: train_throughput [--model seed-cnn|cnn|mlp|resnet8] [--batch-size 64] [--epochs 1]
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
 //                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
-//                         [--precision fp32|bf16] [--cuda-graphs on|off] [--workers 2]
+//                         [--precision fp32|bf16] [--cuda-graphs on|off] [--workers auto|N]
 //                         [--warmup-steps 0] [--eval on|off] [--deterministic on|off]
 // --eval off skips the test-set evaluation after each epoch (test_accuracy is then -1);
 // --deterministic on keeps the kernels to deterministic algorithms, as `tandem train` does with it.
@@ -28,6 +28,7 @@
 
 #include "tandem/ops/determinism.h"
 #include "tandem/tandem.h"
+#include "tandem/train/config.h"
 #include "tandem/train/devices.h"
 #include "tandem/train/evaluate.h"
 #include "tandem/train/graph_runner.h"
@@ -74,8 +75,8 @@ int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
   std::string precision_name = "fp32", cuda_graphs = "off", eval_flag = "on",
               deterministic = "off";
-  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0, workers = 2,
-       warmup_steps = 0;
+  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0,
+       workers = tn::train::kAutoWorkers, warmup_steps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* v = argv[i + 1];
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
     else if (flag == "--data") data = v;
     else if (flag == "--precision") precision_name = v;
     else if (flag == "--cuda-graphs") cuda_graphs = v;
-    else if (flag == "--workers") workers = std::atol(v);
+    else if (flag == "--workers") workers = std::strcmp(v, "auto") == 0 ? tn::train::kAutoWorkers : std::atol(v);
     else if (flag == "--eval") eval_flag = v;
     else if (flag == "--deterministic") deterministic = v;
     else if (flag == "--warmup-steps") warmup_steps = std::atol(v);
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
                  precision_name.c_str());
     return 2;
   }
-  if (workers < 0 || warmup_steps < 0) {
+  if (workers < tn::train::kAutoWorkers || warmup_steps < 0) {
     std::fprintf(stderr, "train_throughput: --workers and --warmup-steps must not be negative\n");
     return 2;
   }
@@ -165,6 +166,9 @@ int main(int argc, char** argv) {
   const tn::Device batches_on = layout.devices.size() == 1 && layout.devices.front().is_cuda()
                                     ? layout.devices.front()
                                     : tn::kCPU;
+  bool gpu_trains = false;
+  for (const tn::Device& d : layout.devices) gpu_trains = gpu_trains || d.is_cuda();
+  workers = tn::train::loader_workers(workers, gpu_trains, tn::train::read_cpu_info().logical_cores);
   tn::data::DataLoader loader(train, {.batch_size = batch_size, .shuffle = true,
                                       .num_workers = static_cast<int>(workers),
                                       .device = batches_on,

@@ -56,7 +56,8 @@ constexpr FlagHelp kFlags[] = {
     {"gpu_reduction", "nccl (default) or host: how replicas each on a GPU of their own sum "
                       "their gradients, by NCCL on the GPUs during the backward or through the "
                       "host with the CPU's arithmetic (always host under --deterministic)"},
-    {"workers", "Data loader worker threads (default 2)"},
+    {"workers", "Data loader worker threads, or auto (default): 2, or half the cores (2 to 8) when "
+                "a GPU trains in a process of its own"},
     {"seed", "Seed of initialisation, shuffling and augmentation (default 0)"},
     {"out", "Run directory (default runs/<UTC timestamp>)"},
     {"checkpoint_every", "Write a checkpoint every N steps (default 0: at each epoch's end)"},

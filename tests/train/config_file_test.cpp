@@ -1,6 +1,7 @@
 // Tests of config files from outside: a bad value is an error naming the file (not only the
 // flag), a deeply nested value is an error rather than a stack overflow, and the worker count is
-// bounded like the DataLoader's.
+// bounded like the DataLoader's or auto (the default), which resolves by the devices and cores and
+// is written back as "auto".
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -43,7 +44,31 @@ TEST_F(ConfigFile, BadValuesNameTheFileAndTheSetting) {
   e = error_of_file("nan.toml", "lr = nan\n");
   expect_contains(e, "nan.toml: --lr: nan is not a positive finite learning rate");
   e = error_of_file("workers.json", R"({"workers": 1000000000})");
-  expect_contains(e, "workers.json: --workers: 1000000000 is not in [0, 1024]");
+  expect_contains(e, "workers.json: --workers: 1000000000 is not auto or in [0, 1024]");
+  e = error_of_file("negative.json", R"({"workers": -2})");
+  expect_contains(e, "negative.json: --workers: -2 is not auto or in [0, 1024]");
+}
+
+TEST_F(ConfigFile, WorkersAutoIsTheDefaultAndResolvesByDevicesAndCores) {
+  TrainConfig config;
+  EXPECT_EQ(config.workers, kAutoWorkers);
+  EXPECT_EQ(loader_workers(kAutoWorkers, /*gpu_trains=*/false, 16), 2);
+  EXPECT_EQ(loader_workers(kAutoWorkers, true, 16), 8);
+  EXPECT_EQ(loader_workers(kAutoWorkers, true, 64), 8);
+  EXPECT_EQ(loader_workers(kAutoWorkers, true, 10), 5);
+  EXPECT_EQ(loader_workers(kAutoWorkers, true, 2), 2);
+  EXPECT_EQ(loader_workers(0, true, 16), 0);
+  EXPECT_EQ(loader_workers(3, false, 16), 3);
+  set_from_text(config, "workers", "4");
+  EXPECT_EQ(config.workers, 4);
+  set_from_text(config, "workers", "auto");
+  EXPECT_EQ(config.workers, kAutoWorkers);
+  EXPECT_NE(to_json(config).find("\"workers\": \"auto\""), std::string::npos) << to_json(config);
+  const std::string path = (dir_ / "auto.json").string();
+  std::ofstream(path) << R"({"workers": "auto"})";
+  config.workers = 4;
+  apply_config_file(config, path);
+  EXPECT_EQ(config.workers, kAutoWorkers);
 }
 
 TEST_F(ConfigFile, DeeplyNestedValueIsAnErrorNotAStackOverflow) {

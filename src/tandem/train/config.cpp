@@ -1,6 +1,7 @@
 // TrainConfig parsing (text, JSON, TOML), validation and the resolved config.json.
 #include "tandem/train/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -157,7 +158,7 @@ void set_from_text(TrainConfig& c, std::string_view key, std::string_view text) 
   } else if (key == "micro_shard") {
     c.micro_shard = parse_int(key, text);
   } else if (key == "workers") {
-    c.workers = parse_int(key, text);
+    c.workers = text == "auto" ? kAutoWorkers : parse_int(key, text);
   } else if (key == "seed") {
     c.seed = parse_uint(key, text);
   } else if (key == "deterministic") {
@@ -273,6 +274,12 @@ void apply_config_file(TrainConfig& config, const std::string& path) {
   }
 }
 
+std::int64_t loader_workers(std::int64_t workers, bool gpu_trains, int logical_cores) {
+  if (workers != kAutoWorkers) return workers;
+  if (!gpu_trains) return 2;
+  return std::clamp<std::int64_t>(logical_cores / 2, 2, 8);
+}
+
 void validate(const TrainConfig& c) {
   parse_model_kind(c.model);
   TANDEM_CHECK(!c.data.empty(), "--data: empty data spec");
@@ -288,8 +295,8 @@ void validate(const TrainConfig& c) {
   TANDEM_CHECK(std::isfinite(c.label_smoothing) && c.label_smoothing >= 0 &&
                    c.label_smoothing <= 1,
                "--label-smoothing: ", c.label_smoothing, " is not in [0, 1]");
-  TANDEM_CHECK(c.workers >= 0 && c.workers <= 1024, "--workers: ", c.workers,
-               " is not in [0, 1024] (the DataLoader's limit)");
+  TANDEM_CHECK(c.workers == kAutoWorkers || (c.workers >= 0 && c.workers <= 1024), "--workers: ",
+               c.workers, " is not auto or in [0, 1024] (the DataLoader's limit)");
   TANDEM_CHECK(c.accumulate >= 1 && c.accumulate <= c.batch_size, "--accumulate: ", c.accumulate,
                " is not from 1 to the batch size (", c.batch_size, ")");
   TANDEM_CHECK(c.threads >= 0 && c.threads <= 4096, "--threads: ", c.threads,
@@ -335,7 +342,11 @@ std::string to_json(const TrainConfig& c) {
   j["accumulate"] = c.accumulate;
   j["threads"] = c.threads;
   j["micro_shard"] = c.micro_shard;
-  j["workers"] = c.workers;
+  if (c.workers == kAutoWorkers) {
+    j["workers"] = "auto";
+  } else {
+    j["workers"] = c.workers;
+  }
   j["seed"] = c.seed;
   j["deterministic"] = c.determinism == Determinism::Deterministic;
   j["out"] = c.out;

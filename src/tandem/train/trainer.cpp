@@ -738,6 +738,11 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   // Several processes load their shards, unless --split shares each global batch among them.
   const bool rank_split = splits_ranks(job, c.split, layout.devices.size());
   const bool sharded = job.distributed() && !rank_split;
+  // --workers auto: more loader threads when a GPU trains in a process of its own.
+  bool gpu_trains = false;
+  for (const Device& d : layout.devices) gpu_trains = gpu_trains || d.is_cuda();
+  const std::int64_t workers = loader_workers(c.workers, gpu_trains && !job.distributed(),
+                                              read_cpu_info().logical_cores);
   // One GPU: the loader's workers copy each batch there ahead of its step, on the copy stream.
   const Device batches_on = layout.devices.size() == 1 && layout.devices.front().is_cuda() &&
                                     !rank_split
@@ -746,14 +751,14 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   data::DataLoader loader(train_set, {.batch_size = sharded ? local_batch_size(job, c.batch_size)
                                                             : c.batch_size,
                                       .shuffle = !sharded,
-                                      .num_workers = static_cast<int>(c.workers),
+                                      .num_workers = static_cast<int>(workers),
                                       .device = batches_on,
                                       .seed = c.seed,
                                       .transforms = data::default_transforms(c.data, c.normalize),
                                       .sampler = sharded ? shard_sampler(job, train_set->size())
                                                          : nullptr});
   data::DataLoader test_loader(test_set, {.batch_size = std::max(c.batch_size, kEvalBatch),
-                                          .num_workers = static_cast<int>(c.workers),
+                                          .num_workers = static_cast<int>(workers),
                                           .device = batches_on,
                                           .transforms = data::default_transforms(c.data, c.normalize)});
   const std::int64_t steps_per_epoch = loader.size();
@@ -762,7 +767,8 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
   console.stage("data", c.data + ": " + std::to_string(train_set->size()) + " training and " +
                             std::to_string(test_set->size()) + " test samples, batch " +
                             std::to_string(c.batch_size) + ", " + std::to_string(steps_per_epoch) +
-                            " steps per epoch, " + std::to_string(c.workers) + " loader workers" +
+                            " steps per epoch, " + std::to_string(workers) + " loader workers" +
+                            (c.workers == kAutoWorkers ? " (auto)" : "") +
                             (batches_on.is_cuda() ? ", each batch copied to " + batches_on.str() +
                                                         " ahead of its step (copy stream)"
                                                   : ""));
