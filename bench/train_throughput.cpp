@@ -6,8 +6,9 @@
 // with --devices cpu:N or a list. A benchmark, not a test. Each line also gives startup_s: from the process's start (as the kernel records it) to
 // the end of the first training step, less data_read_s, the time spent reading the dataset files.
 // The loader is `tandem train`'s: --workers threads (default auto, as tandem train's: 2, or half the
-// cores, 2 to 8, when a GPU trains) and, for one GPU, batches copied there ahead of their step. --warmup-steps N leaves the first N steps of the first epoch out of
-// its images/s (as bench/pytorch_synthetic.py's --warmup), for steady-state rates.
+// cores, 2 to 8, when a GPU trains) and, for one GPU, batches copied there ahead of their step.
+// --warmup-steps N leaves the first N steps of the first epoch out of its images/s (as
+// bench/pytorch_synthetic.py's --warmup), for steady-state rates.
 // Usage: train_throughput [--model seed-cnn|cnn|mlp|resnet8] [--batch-size 64] [--epochs 1]
 //                         [--max-steps N] [--threads N] [--devices cpu|cpu:N|cuda:0] [--seed 0]
 //                         [--split even|auto|3:2] [--data fashion-mnist|SPEC]
@@ -91,7 +92,8 @@ int main(int argc, char** argv) {
     else if (flag == "--data") data = v;
     else if (flag == "--precision") precision_name = v;
     else if (flag == "--cuda-graphs") cuda_graphs = v;
-    else if (flag == "--workers") workers = std::strcmp(v, "auto") == 0 ? tn::train::kAutoWorkers : std::atol(v);
+    else if (flag == "--workers")
+      workers = std::strcmp(v, "auto") == 0 ? tn::train::kAutoWorkers : std::atol(v);
     else if (flag == "--eval") eval_flag = v;
     else if (flag == "--deterministic") deterministic = v;
     else if (flag == "--warmup-steps") warmup_steps = std::atol(v);
