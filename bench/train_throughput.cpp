@@ -191,8 +191,8 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     for (const tn::data::Batch& batch : loader) {
       opt.zero_grad();
-      const tn::train::StepResult r = runner->forward_backward(batch);
-      runner->optimizer_step(opt);
+      tn::train::StepResult r = runner->forward_backward(batch);
+      runner->optimizer_step(opt, r);
       seen += r.samples;
       total += r.loss * static_cast<double>(r.samples);
       if (step == 0) startup_s = seconds_since_process_start() - data_read_s;

@@ -1,8 +1,9 @@
 // Tests of the trainer's step runners and device choice: one device reports its times and peak
 // memory, --accumulate gives the gradients of the whole batch on one device and on CPU replicas
-// (also for a short last batch), --split and --sync-batchnorm reach DataParallel, bad combinations
-// are errors naming the flag, and --devices auto measures both CPU layouts, in the run's
-// precision, and leaves the default generator as it was.
+// (also for a short last batch), the update's time goes to the devices that ran it, --split and
+// --sync-batchnorm reach DataParallel, bad combinations are errors naming the flag, and --devices
+// auto measures both CPU layouts, in the run's precision, and leaves the default generator as it
+// was.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -96,6 +97,26 @@ TEST(Runner, OneDeviceReportsItsTimesAndPeakMemory) {
   EXPECT_DOUBLE_EQ(d.seconds, d.forward_s + d.backward_s);
   // At least the activations of the first convolution (16 x 16 x 8 x 8 float32) were held.
   EXPECT_GE(d.peak_bytes, 16 * 16 * 8 * 8 * 4);
+}
+
+// The update's time goes to the devices that ran it: the one device, or every CPU replica (each
+// updates a part of the parameters), with the replicas' wait for each other's part.
+TEST(Runner, TheOptimizerUpdatesTimeGoesToTheDevicesThatRanIt) {
+  for (const std::string devices : {"cpu", "cpu:2"}) {
+    const std::shared_ptr<nn::Module> model = seed_model();
+    auto runner = make_step_runner(model, parse_devices(devices), nn::CrossEntropyLoss(),
+                                   [] { return make_model(ModelKind::SeedCnn, kInput); });
+    optim::SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    StepResult r = runner->forward_backward(batch_of(16, 5));
+    std::vector<double> before;
+    for (const DeviceFigures& d : r.devices) before.push_back(d.optimizer_s);
+    runner->optimizer_step(sgd, r);
+    ASSERT_EQ(r.devices.size(), devices == "cpu" ? 1u : 2u) << devices;
+    for (std::size_t d = 0; d < r.devices.size(); ++d) {
+      EXPECT_GT(r.devices[d].optimizer_s, before[d]) << devices << ", device " << d;
+      EXPECT_GE(r.devices[d].wait_s, 0) << devices << ", device " << d;
+    }
+  }
 }
 
 TEST(Runner, SplitAndSyncBatchNormReachDataParallel) {

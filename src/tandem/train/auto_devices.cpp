@@ -43,8 +43,8 @@ AutoDeviceTrial run_trial(const AutoDeviceRequest& req, DeviceLayout layout, int
       optim::SGD optimizer(model->parameters(), {.lr = 1e-3, .momentum = 0.9});
       auto step = [&] {
         optimizer.zero_grad();
-        runner->forward_backward(batch);
-        runner->optimizer_step(optimizer);
+        StepResult r = runner->forward_backward(batch);
+        runner->optimizer_step(optimizer, r);
       };
       for (int i = 0; i < req.warmup_steps; ++i) step();
       const auto start = Clock::now();

@@ -103,7 +103,17 @@ class DistributedRunner final : public StepRunner {
     return out;
   }
 
-  void optimizer_step(optim::Optimizer& optimizer) override { local_->optimizer_step(optimizer); }
+  // This process's update, timed on its devices and carried (as the other timings) in the next
+  // step's row: `step` holds the ranks' rows, which only the ranks' own figures fill.
+  void optimizer_step(optim::Optimizer& optimizer, StepResult& /*step*/) override {
+    StepResult local;
+    local.devices.resize(local_devices_);
+    local_->optimizer_step(optimizer, local);
+    for (const DeviceFigures& d : local.devices) {
+      previous_.optimizer_s += d.optimizer_s;
+      previous_.wait_s += d.wait_s;
+    }
+  }
 
  private:
   // The cross-process reduction of the step `r` is this rank's part of, and the gathered figures.
@@ -118,6 +128,7 @@ class DistributedRunner final : public StepRunner {
     const parallel::CommStats comm = reducer_->take_stats();
     previous_ = DeviceFigures{};
     for (const DeviceFigures& d : r.devices) previous_ += d;
+    local_devices_ = std::max<std::size_t>(r.devices.size(), 1);
     previous_.reduction_s += comm.communication_s;
     previous_.wait_s += comm.wait_s;
     return read_rows(all);
@@ -169,8 +180,9 @@ class DistributedRunner final : public StepRunner {
   std::shared_ptr<parallel::ProcessReducer> reducer_;
   bool first_ = true;
   std::function<int()> stop_requested_;
-  DeviceFigures previous_;   // this process's figures of the previous step
-  SplitSetting rank_split_;  // even: each rank's loader gives its own shard
+  DeviceFigures previous_;         // this process's figures of the previous step
+  std::size_t local_devices_ = 1;  // this process's devices (its runner's entries in a step)
+  SplitSetting rank_split_;        // even: each rank's loader gives its own shard
   std::unique_ptr<parallel::AutoBalancer> balancer_;  // Auto
   std::vector<std::int64_t> previous_counts_;         // Auto: the ranks' rows last step
 };

@@ -384,6 +384,12 @@ SingleDeviceRunner::SingleDeviceRunner(std::shared_ptr<nn::Module> model, Device
   TANDEM_CHECK(accumulate_ >= 1, "--accumulate: ", accumulate_, " is not at least 1");
 }
 
+void StepRunner::optimizer_step(optim::Optimizer& optimizer, StepResult& step) {
+  const auto start = Clock::now();
+  optimizer.step();
+  if (!step.devices.empty()) step.devices.front().optimizer_s += seconds_since(start);
+}
+
 StepResult SingleDeviceRunner::forward_backward(const data::Batch& batch) {
   StepResult r;
   r.samples = batch.target.size(0);
@@ -525,7 +531,19 @@ class DataParallelRunner final : public StepRunner {
     return out;
   }
 
-  void optimizer_step(optim::Optimizer& optimizer) override { dp_.step(optimizer); }
+  void optimizer_step(optim::Optimizer& optimizer, StepResult& step) override {
+    std::vector<double> optimizer_s, wait_s;  // each replica's totals before this update
+    for (const nn::DeviceStats& d : dp_.stats().devices) {
+      optimizer_s.push_back(d.optimizer_s);
+      wait_s.push_back(d.wait_s);
+    }
+    dp_.step(optimizer);
+    const std::vector<nn::DeviceStats>& after = dp_.stats().devices;
+    for (std::size_t d = 0; d < std::min(after.size(), step.devices.size()); ++d) {
+      step.devices[d].optimizer_s += after[d].optimizer_s - optimizer_s[d];
+      step.devices[d].wait_s += after[d].wait_s - wait_s[d];
+    }
+  }
   std::string reduction() const override { return dp_.reduction(); }
 
  private:
@@ -957,9 +975,7 @@ TrainOutcome run_training(const TrainRequest& request, Console& console) {
       StepResult r = runner->forward_backward(batch);
       TANDEM_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at step ",
                    step + 1, " (try a lower --lr)");
-      const auto optimizer_start = Clock::now();
-      runner->optimizer_step(*optimizer);
-      if (!r.devices.empty()) r.devices.front().optimizer_s += seconds_since(optimizer_start);
+      runner->optimizer_step(*optimizer, r);
       if (schedule) schedule->step();
       ++step;
       checkpoint_is_current = false;

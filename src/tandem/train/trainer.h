@@ -45,8 +45,10 @@ class StepRunner {
   virtual ~StepRunner() = default;
   virtual StepResult forward_backward(const data::Batch& batch) = 0;
   // The optimizer update after forward_backward: on the calling thread for one device; on a
-  // replica thread (whose OpenMP team is already warm) for DataParallel.
-  virtual void optimizer_step(optim::Optimizer& optimizer) { optimizer.step(); }
+  // replica thread (whose OpenMP team is already warm) for DataParallel. Its time goes into
+  // `step` (forward_backward's result): each device's share of the update, and of waiting for the
+  // others to finish theirs; a multi-process run carries this process's in its next step's row.
+  virtual void optimizer_step(optim::Optimizer& optimizer, StepResult& step);
   // Several devices: where their gradients are summed ("nccl" or "host"); empty for one device.
   virtual std::string reduction() const { return ""; }
 };

@@ -3,10 +3,16 @@
 // order; observed about 3e-8), also with each global batch shared among the ranks by proportions
 // or by measured speed (--split), a rank killed mid-epoch is named by the other within the timeout
 // + 5 s, a launcher restart from the checkpoint finishes like an uninterrupted run, and two
-// "machines" (network namespaces) train as one.
+// "machines" (network namespaces) train as one. Every rank's figures reach rank 0's metrics, its
+// optimizer updates' time included.
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "errors.h"
 #include "launch_harness.h"
@@ -45,6 +51,20 @@ double max_difference(const std::filesystem::path& a, const std::filesystem::pat
   return worst;
 }
 
+// Each rank's seconds in its optimizer updates, from a run's last epoch line.
+std::vector<double> optimizer_seconds(const std::filesystem::path& run) {
+  std::istringstream lines(read_text(run / "metrics.jsonl"));
+  nlohmann::json epoch;
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.value("kind", "") == "epoch") epoch = j;
+  }
+  std::vector<double> out;
+  if (epoch.is_null()) return out;
+  for (const nlohmann::json& d : epoch.at("devices")) out.push_back(d.at("optimizer_s"));
+  return out;
+}
+
 // The test accuracy of a run's last epoch line ("test_accuracy":0.25...).
 std::string final_accuracy(const std::filesystem::path& run) {
   const std::string metrics = read_text(run / "metrics.jsonl");
@@ -71,6 +91,9 @@ TEST(DistributedTraining, TwoAndThreeProcessesTrainTheSameWeightsAsOne) {
     // Rank 0 alone writes; every rank's figures are in its metrics, and the slowest is named.
     expect_contains(read_text(run / "metrics.jsonl"),
                     "\"device\":\"rank " + std::to_string(procs - 1));
+    const std::vector<double> updates = optimizer_seconds(run);  // every rank's, not rank 0's
+    ASSERT_EQ(updates.size(), static_cast<std::size_t>(procs)) << what;
+    for (int r = 0; r < procs; ++r) EXPECT_GT(updates[r], 0) << what << ", rank " << r;
     expect_contains(l.out, "slowest device: rank ");
     // Overlapped with the backward or after it, by the CPUs left (2 or 3 processes on this host).
     expect_contains(l.out, "; gradients cross the processes ");

@@ -56,8 +56,8 @@ TrainingRun train(nn::Module& model, StepRunner& runner, const std::vector<data:
   TrainingRun run;
   for (const data::Batch& b : batches) {
     sgd.zero_grad();
-    const StepResult r = runner.forward_backward(b);
-    runner.optimizer_step(sgd);
+    StepResult r = runner.forward_backward(b);
+    runner.optimizer_step(sgd, r);
     run.losses.push_back(r.loss);
     run.correct.push_back(r.correct);
   }
