@@ -532,16 +532,12 @@ class DataParallelRunner final : public StepRunner {
   }
 
   void optimizer_step(optim::Optimizer& optimizer, StepResult& step) override {
-    std::vector<double> optimizer_s, wait_s;  // each replica's totals before this update
-    for (const nn::DeviceStats& d : dp_.stats().devices) {
-      optimizer_s.push_back(d.optimizer_s);
-      wait_s.push_back(d.wait_s);
-    }
+    const std::vector<nn::DeviceStats> before = dp_.stats().devices;  // the replicas' totals
     dp_.step(optimizer);
     const std::vector<nn::DeviceStats>& after = dp_.stats().devices;
     for (std::size_t d = 0; d < std::min(after.size(), step.devices.size()); ++d) {
-      step.devices[d].optimizer_s += after[d].optimizer_s - optimizer_s[d];
-      step.devices[d].wait_s += after[d].wait_s - wait_s[d];
+      step.devices[d].optimizer_s += after[d].optimizer_s - before[d].optimizer_s;
+      step.devices[d].wait_s += after[d].wait_s - before[d].wait_s;
     }
   }
   std::string reduction() const override { return dp_.reduction(); }
