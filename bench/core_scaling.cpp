@@ -124,8 +124,12 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   int rounds = 3;
   long n = 512;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "core_scaling: flag %s has no value\n", flag.c_str());
+      return 2;
+    }
     if (flag == "--seconds") {
       seconds = std::atof(argv[i + 1]);
     } else if (flag == "--rounds") {
