@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "flag_pairs.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/replica_threads.h"
 #include "tandem/tensor/factories.h"
@@ -124,18 +125,13 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   int rounds = 3;
   long n = 512;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 == argc) {
-      std::fprintf(stderr, "core_scaling: flag %s has no value\n", flag.c_str());
-      return 2;
-    }
+  for (const auto& [flag, value] : flag_pairs("core_scaling", argc, argv)) {
     if (flag == "--seconds") {
-      seconds = std::atof(argv[i + 1]);
+      seconds = std::atof(value.c_str());
     } else if (flag == "--rounds") {
-      rounds = std::atoi(argv[i + 1]);
+      rounds = std::atoi(value.c_str());
     } else if (flag == "--n") {
-      n = std::atol(argv[i + 1]);
+      n = std::atol(value.c_str());
     } else {
       std::fprintf(stderr, "core_scaling: unknown flag %s\n", flag.c_str());
       return 2;

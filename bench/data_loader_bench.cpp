@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "flag_pairs.h"
 #include "tandem/tandem.h"
 #include "tandem/train/models.h"
 
@@ -28,11 +29,10 @@ double seconds_since(Clock::time_point t0) {
 int main(int argc, char** argv) {
   long epochs = 3, train_steps = 30, batch_size = 64;
   std::string spec = "fashion-mnist";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long v = std::atol(argv[i + 1]);
+  for (const auto& [flag, value] : flag_pairs("data_loader_bench", argc, argv)) {
+    const long v = std::atol(value.c_str());
     if (flag == "--data")
-      spec = argv[i + 1];
+      spec = value;
     else if (flag == "--epochs")
       epochs = v;
     else if (flag == "--train-steps")

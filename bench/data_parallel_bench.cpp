@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "flag_pairs.h"
 #include "tandem/tandem.h"
 
 namespace tn = tandem;
@@ -186,15 +187,14 @@ void optimizer_placement() {
 int main(int argc, char** argv) {
   int steps = 20, rounds = 5;
   std::vector<long> batches{64, 256};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
+  for (const auto& [flag, value] : flag_pairs("data_parallel_bench", argc, argv)) {
     if (flag == "--steps") {
-      steps = std::atoi(argv[i + 1]);
+      steps = std::atoi(value.c_str());
     } else if (flag == "--rounds") {
-      rounds = std::atoi(argv[i + 1]);
+      rounds = std::atoi(value.c_str());
     } else if (flag == "--batches") {
       batches.clear();
-      for (std::string s = argv[i + 1]; !s.empty();) {
+      for (std::string s = value; !s.empty();) {
         const auto comma = s.find(',');
         batches.push_back(std::atol(s.substr(0, comma).c_str()));
         s = comma == std::string::npos ? "" : s.substr(comma + 1);

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "flag_pairs.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/replica_threads.h"
 #include "tandem/tensor/factories.h"
@@ -44,12 +45,11 @@ double rate(long n, int threads, int repeats) {
 int main(int argc, char** argv) {
   long n = 1024;
   int repeats = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
+  for (const auto& [flag, value] : flag_pairs("sgemm_rate", argc, argv)) {
     if (flag == "--n") {
-      n = std::atol(argv[i + 1]);
+      n = std::atol(value.c_str());
     } else if (flag == "--repeats") {
-      repeats = std::atoi(argv[i + 1]);
+      repeats = std::atoi(value.c_str());
     } else {
       std::fprintf(stderr, "sgemm_rate: unknown flag %s\n", flag.c_str());
       return 2;

@@ -27,6 +27,7 @@
 #include <sstream>
 #include <string>
 
+#include "flag_pairs.h"
 #include "tandem/ops/determinism.h"
 #include "tandem/tandem.h"
 #include "tandem/train/config.h"
@@ -78,9 +79,8 @@ int main(int argc, char** argv) {
               deterministic = "off";
   long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0,
        workers = tn::train::kAutoWorkers, warmup_steps = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const char* v = argv[i + 1];
+  for (const auto& [flag, value] : flag_pairs("train_throughput", argc, argv)) {
+    const char* v = value.c_str();
     if (flag == "--model") model_name = v;
     else if (flag == "--batch-size") batch_size = std::atol(v);
     else if (flag == "--epochs") epochs = std::atol(v);
