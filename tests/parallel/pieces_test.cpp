@@ -324,5 +324,55 @@ TEST(AutoBalancer, WarmsUpMeasuresRebalancesAndRechecks) {
   EXPECT_NEAR(c.proportions()[0], 0.75, 1e-12);
 }
 
+// Windows that scatter around a 3:1 speed ratio (device 1 measured 2 and then 4 times slower per
+// sample, alternately): the running times settle the split once, where each window alone would
+// move it every time.
+TEST(AutoBalancer, SmoothsNoisyWindowsInsteadOfChasingThem) {
+  const auto changes = [](double smoothing, double* last) {
+    AutoBalancer b(2, {.warmup_steps = 0, .measure_steps = 1, .recheck_every = 0,
+                       .smoothing = smoothing, .min_change = 0.025});
+    int moved = 0;
+    for (int k = 0; k < 40; ++k) {
+      const auto shares = split_at_least_one(64, b.proportions());
+      const double slower = k % 2 == 0 ? 2e-3 : 4e-3;
+      moved += b.record(shares.counts,
+                        {1e-3 * static_cast<double>(shares.counts[0]),
+                         slower * static_cast<double>(shares.counts[1])},
+                        true);
+    }
+    *last = b.proportions()[0];
+    return moved;
+  };
+  double smoothed = 0, alone = 0;
+  EXPECT_LE(changes(0.25, &smoothed), 3);
+  EXPECT_NEAR(smoothed, 0.75, 0.01);
+  EXPECT_EQ(changes(1.0, &alone), 40);  // 2/3 and 4/5 in turn
+}
+
+// Equal devices keep the even split; when device 0 turns three times slower for good, the split
+// follows within a dozen windows.
+TEST(AutoBalancer, FollowsALastingChange) {
+  AutoBalancer b(2, {.warmup_steps = 0, .measure_steps = 1, .recheck_every = 0});
+  auto window = [&](double per_sample0) {
+    const auto shares = split_at_least_one(64, b.proportions());
+    b.record(shares.counts,
+             {per_sample0 * static_cast<double>(shares.counts[0]),
+              1e-3 * static_cast<double>(shares.counts[1])},
+             true);
+  };
+  for (int k = 0; k < 10; ++k) window(1e-3);
+  EXPECT_DOUBLE_EQ(b.proportions()[0], 0.5);
+  for (int k = 0; k < 12; ++k) window(3e-3);
+  EXPECT_LT(b.proportions()[0], 0.30);
+  EXPECT_GT(b.proportions()[0], 0.24);
+}
+
+TEST(AutoBalancer, RefusesASmoothingOutsideZeroToOne) {
+  for (double smoothing : {0.0, -0.5, 1.5}) {
+    EXPECT_THROW(AutoBalancer(2, {.smoothing = smoothing}), Error) << smoothing;
+  }
+  EXPECT_NO_THROW(AutoBalancer(2, {.smoothing = 1.0}));
+}
+
 }  // namespace
 }  // namespace tandem::parallel

@@ -1,4 +1,4 @@
-// AutoBalancer's measure / re-balance cycle and the split helpers.
+// AutoBalancer's measure / smooth / re-balance cycle and the split helpers.
 #include "tandem/parallel/split.h"
 
 #include <algorithm>
@@ -41,13 +41,15 @@ AutoBalancer::AutoBalancer(std::size_t devices, AutoSplitOptions options)
       proportions_(devices, 1.0 / static_cast<double>(devices)),
       next_measure_(options.warmup_steps),
       samples_(devices, 0),
-      seconds_(devices, 0.0) {
+      seconds_(devices, 0.0),
+      per_sample_(devices, 0.0) {
   TANDEM_CHECK(devices > 0, "AutoBalancer: no devices");
   TANDEM_CHECK(options.warmup_steps >= 0 && options.measure_steps >= 1 &&
-                   options.recheck_every >= 0 && options.min_change >= 0.0,
+                   options.recheck_every >= 0 && options.min_change >= 0.0 &&
+                   options.smoothing > 0.0 && options.smoothing <= 1.0,
                "AutoBalancer: invalid options (warmup_steps ", options.warmup_steps,
                ", measure_steps ", options.measure_steps, ", recheck_every ", options.recheck_every,
-               ", min_change ", options.min_change, ")");
+               ", min_change ", options.min_change, ", smoothing ", options.smoothing, ")");
 }
 
 bool AutoBalancer::record(const std::vector<std::int64_t>& samples,
@@ -62,7 +64,17 @@ bool AutoBalancer::record(const std::vector<std::int64_t>& samples,
     seconds_[i] += seconds[i];
   }
   if (++measured_steps_ < options_.measure_steps || !may_change) return false;
-  const std::vector<double> next = balanced_proportions(samples_, seconds_, proportions_);
+  // The running times per sample; a device's first measurement starts its own.
+  std::vector<std::int64_t> known(per_sample_.size(), 0);
+  for (std::size_t i = 0; i < per_sample_.size(); ++i) {
+    if (samples_[i] > 0 && seconds_[i] > 0.0) {
+      const double now = seconds_[i] / static_cast<double>(samples_[i]);
+      double& running = per_sample_[i];
+      running = running > 0.0 ? running + options_.smoothing * (now - running) : now;
+    }
+    known[i] = per_sample_[i] > 0.0 ? 1 : 0;
+  }
+  const std::vector<double> next = balanced_proportions(known, per_sample_, proportions_);
   measured_steps_ = 0;
   std::fill(samples_.begin(), samples_.end(), 0);
   std::fill(seconds_.begin(), seconds_.end(), 0.0);
