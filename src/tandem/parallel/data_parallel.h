@@ -54,7 +54,7 @@ struct DataParallelState;
 enum class SplitPolicy : std::uint8_t {
   Even,      // equal shares
   Weighted,  // DataParallelOptions::proportions, e.g. {3, 2, 2, 3}
-  Auto,      // proportional to measured throughput, re-checked every 16 steps (timing-dependent:
+  Auto,      // by measured throughput, kept up to date (AutoSplitOptions; timing-dependent:
              // exact weighting, but not bit-reproducible from run to run)
 };
 // PerReplica: each replica normalises with its own slice's statistics (as PyTorch's DataParallel).
