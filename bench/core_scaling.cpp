@@ -12,14 +12,13 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "flag_pairs.h"
+#include "bench_flags.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/replica_threads.h"
 #include "tandem/tensor/factories.h"
@@ -125,22 +124,11 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   int rounds = 3;
   long n = 512;
-  for (const auto& [flag, value] : flag_pairs("core_scaling", argc, argv)) {
-    if (flag == "--seconds") {
-      seconds = std::atof(value.c_str());
-    } else if (flag == "--rounds") {
-      rounds = std::atoi(value.c_str());
-    } else if (flag == "--n") {
-      n = std::atol(value.c_str());
-    } else {
-      std::fprintf(stderr, "core_scaling: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
-  if (seconds <= 0 || rounds < 1 || n < 1) {
-    std::fprintf(stderr, "core_scaling: --seconds, --rounds and --n must be positive\n");
-    return 2;
-  }
+  CLI::App app{"how the cores scale when all are busy at once", "core_scaling"};
+  app.add_option("--seconds", seconds, "time per measurement")->check(CLI::Range(1e-3, 3600.0));
+  app.add_option("--rounds", rounds)->check(at_least(1));
+  app.add_option("--n", n, "sgemm size (n x n)")->check(at_least(1));
+  CLI11_PARSE(app, argc, argv);
   const std::vector<int> cpus = tn::parallel::available_cpus();
   const std::vector<Workload> workloads = {
       {"compute", "GFLOP/s", compute_rate},

@@ -6,11 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "flag_pairs.h"
+#include "bench_flags.h"
 #include "tandem/tandem.h"
 #include "tandem/train/models.h"
 
@@ -29,21 +28,12 @@ double seconds_since(Clock::time_point t0) {
 int main(int argc, char** argv) {
   long epochs = 3, train_steps = 30, batch_size = 64;
   std::string spec = "fashion-mnist";
-  for (const auto& [flag, value] : flag_pairs("data_loader_bench", argc, argv)) {
-    const long v = std::atol(value.c_str());
-    if (flag == "--data")
-      spec = value;
-    else if (flag == "--epochs")
-      epochs = v;
-    else if (flag == "--train-steps")
-      train_steps = v;
-    else if (flag == "--batch-size")
-      batch_size = v;
-    else {
-      std::fprintf(stderr, "data_loader_bench: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"the DataLoader alone, beside the seed CNN's training rate", "data_loader_bench"};
+  app.add_option("--data", spec, "fashion-mnist or a data spec");
+  app.add_option("--epochs", epochs)->check(at_least(1));
+  app.add_option("--train-steps", train_steps)->check(at_least(1));
+  app.add_option("--batch-size", batch_size)->check(at_least(1));
+  CLI11_PARSE(app, argc, argv);
   try {
     const auto t_load = Clock::now();
     const std::shared_ptr<const tn::data::Dataset> samples =

@@ -10,12 +10,11 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "flag_pairs.h"
+#include "bench_flags.h"
 #include "tandem/tandem.h"
 
 namespace tn = tandem;
@@ -187,23 +186,13 @@ void optimizer_placement() {
 int main(int argc, char** argv) {
   int steps = 20, rounds = 5;
   std::vector<long> batches{64, 256};
-  for (const auto& [flag, value] : flag_pairs("data_parallel_bench", argc, argv)) {
-    if (flag == "--steps") {
-      steps = std::atoi(value.c_str());
-    } else if (flag == "--rounds") {
-      rounds = std::atoi(value.c_str());
-    } else if (flag == "--batches") {
-      batches.clear();
-      for (std::string s = value; !s.empty();) {
-        const auto comma = s.find(',');
-        batches.push_back(std::atol(s.substr(0, comma).c_str()));
-        s = comma == std::string::npos ? "" : s.substr(comma + 1);
-      }
-    } else {
-      std::fprintf(stderr, "data_parallel_bench: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"DataParallel on CPU replicas against one device", "data_parallel_bench"};
+  app.add_option("--steps", steps)->check(at_least(1));
+  app.add_option("--rounds", rounds)->check(at_least(1));
+  app.add_option("--batches", batches, "global batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(at_least(1));
+  CLI11_PARSE(app, argc, argv);
   optimizer_placement();
   const std::vector<Config> configs{
       {.name = "1 device, 1 thread", .replicas = 0, .threads = 1},

@@ -7,11 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
-#include "flag_pairs.h"
+#include "bench_flags.h"
 #include "tandem/ops/ops.h"
 #include "tandem/parallel/replica_threads.h"
 #include "tandem/tensor/factories.h"
@@ -45,16 +44,10 @@ double rate(long n, int threads, int repeats) {
 int main(int argc, char** argv) {
   long n = 1024;
   int repeats = 10;
-  for (const auto& [flag, value] : flag_pairs("sgemm_rate", argc, argv)) {
-    if (flag == "--n") {
-      n = std::atol(value.c_str());
-    } else if (flag == "--repeats") {
-      repeats = std::atoi(value.c_str());
-    } else {
-      std::fprintf(stderr, "sgemm_rate: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"this machine's float32 matrix-product rate", "sgemm_rate"};
+  app.add_option("--n", n, "matrix size (n x n)")->check(at_least(1));
+  app.add_option("--repeats", repeats)->check(at_least(1));
+  CLI11_PARSE(app, argc, argv);
   const int cores = static_cast<int>(tn::parallel::available_cpus().size());
   for (int threads : {1, cores}) {
     std::printf("{\"bench\": \"sgemm\", \"n\": %ld, \"threads\": %d, \"gflops\": %.1f}\n", n,

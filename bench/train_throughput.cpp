@@ -21,13 +21,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
 
-#include "flag_pairs.h"
+#include "bench_flags.h"
 #include "tandem/ops/determinism.h"
 #include "tandem/tandem.h"
 #include "tandem/train/config.h"
@@ -75,56 +74,31 @@ std::string graph_fields(const tn::train::StepRunner& runner) {
 
 int main(int argc, char** argv) {
   std::string model_name = "seed-cnn", devices = "cpu", split = "even", data = "fashion-mnist";
-  std::string precision_name = "fp32", cuda_graphs = "off", eval_flag = "on",
-              deterministic = "off";
-  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0,
-       workers = tn::train::kAutoWorkers, warmup_steps = 0;
-  for (const auto& [flag, value] : flag_pairs("train_throughput", argc, argv)) {
-    const char* v = value.c_str();
-    if (flag == "--model") model_name = v;
-    else if (flag == "--batch-size") batch_size = std::atol(v);
-    else if (flag == "--epochs") epochs = std::atol(v);
-    else if (flag == "--max-steps") max_steps = std::atol(v);
-    else if (flag == "--threads") threads = std::atol(v);
-    else if (flag == "--seed") seed = std::atol(v);
-    else if (flag == "--devices") devices = v;
-    else if (flag == "--split") split = v;
-    else if (flag == "--data") data = v;
-    else if (flag == "--precision") precision_name = v;
-    else if (flag == "--cuda-graphs") cuda_graphs = v;
-    else if (flag == "--workers")
-      workers = std::strcmp(v, "auto") == 0 ? tn::train::kAutoWorkers : std::atol(v);
-    else if (flag == "--eval") eval_flag = v;
-    else if (flag == "--deterministic") deterministic = v;
-    else if (flag == "--warmup-steps") warmup_steps = std::atol(v);
-    else {
-      std::fprintf(stderr, "train_throughput: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
-  if (precision_name != "fp32" && precision_name != "bf16") {
-    std::fprintf(stderr, "train_throughput: --precision %s is not fp32 or bf16\n",
-                 precision_name.c_str());
-    return 2;
-  }
-  if (workers < tn::train::kAutoWorkers || warmup_steps < 0) {
-    std::fprintf(stderr, "train_throughput: --workers and --warmup-steps must not be negative\n");
-    return 2;
-  }
-  if (deterministic != "on" && deterministic != "off") {
-    std::fprintf(stderr, "train_throughput: --deterministic %s is not on or off\n",
-                 deterministic.c_str());
-    return 2;
-  }
+  std::string precision_name = "fp32", cuda_graphs = "off", eval_flag = "on", deterministic = "off",
+              workers_flag = "auto";
+  long batch_size = 64, epochs = 1, max_steps = -1, threads = 0, seed = 0, warmup_steps = 0;
+  CLI::App app{"tandem's training throughput, one JSON line per epoch", "train_throughput"};
+  const auto on_off = CLI::IsMember({"on", "off"});
+  app.add_option("--model", model_name, "seed-cnn, cnn, mlp or resnet8");
+  app.add_option("--batch-size", batch_size)->check(at_least(1));
+  app.add_option("--epochs", epochs)->check(at_least(1));
+  app.add_option("--max-steps", max_steps, "stop after N steps (-1: whole epochs)");
+  app.add_option("--threads", threads, "oneDNN/OpenMP threads (0: the default)")
+      ->check(at_least(0));
+  app.add_option("--seed", seed);
+  app.add_option("--devices", devices, "cpu, cpu:N, cuda:0 or a list");
+  app.add_option("--split", split, "even, auto or proportions such as 3:2");
+  app.add_option("--data", data, "fashion-mnist or a data spec");
+  app.add_option("--precision", precision_name)->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--cuda-graphs", cuda_graphs)->check(on_off);
+  app.add_option("--workers", workers_flag, "loader worker threads, or auto")
+      ->check(CLI::IsMember({"auto"}) | at_least(0));
+  app.add_option("--eval", eval_flag)->check(on_off);
+  app.add_option("--deterministic", deterministic)->check(on_off);
+  app.add_option("--warmup-steps", warmup_steps)->check(at_least(0));
+  CLI11_PARSE(app, argc, argv);
+  long workers = workers_flag == "auto" ? tn::train::kAutoWorkers : std::stol(workers_flag);
   const tn::ops::DeterministicAlgorithms algorithms(deterministic == "on");
-  if (eval_flag != "on" && eval_flag != "off") {
-    std::fprintf(stderr, "train_throughput: --eval %s is not on or off\n", eval_flag.c_str());
-    return 2;
-  }
-  if (cuda_graphs != "on" && cuda_graphs != "off") {
-    std::fprintf(stderr, "train_throughput: --cuda-graphs %s is not on or off\n", cuda_graphs.c_str());
-    return 2;
-  }
   const tn::Precision precision =
       precision_name == "bf16" ? tn::Precision::BFloat16 : tn::Precision::Float32;
   if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
